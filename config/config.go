@@ -1,0 +1,238 @@
+// Package config holds every setting of presenced with its default.
+//
+// Settings come from four layers, each overriding the one before it:
+// built-in defaults, a YAML file, PRESENCED_* environment variables, and
+// command-line flags. config.yaml at the repository root documents every key;
+// a test keeps it equal to Default().
+package config
+
+import (
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration of one presenced process.
+type Config struct {
+	// Listen is the HTTP listen address.
+	Listen string `yaml:"listen"`
+	// Roles are the planes this process runs (see app/roles.go).
+	Roles []string `yaml:"roles"`
+	// DataDir holds development state: the private PostgreSQL cluster and
+	// generated development secrets.
+	DataDir string `yaml:"data_dir"`
+
+	Log      Log      `yaml:"log"`
+	HTTP     HTTP     `yaml:"http"`
+	Realtime Realtime `yaml:"realtime"`
+	Redis    Redis    `yaml:"redis"`
+	Postgres Postgres `yaml:"postgres"`
+	Auth     Auth     `yaml:"auth"`
+}
+
+// Log configures structured logging.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // text or json
+}
+
+// HTTP configures the HTTP server.
+type HTTP struct {
+	BodyLimitBytes    int64         `yaml:"body_limit_bytes"`
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`
+	TLSCert           string        `yaml:"tls_cert"`
+	TLSKey            string        `yaml:"tls_key"`
+	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+}
+
+// Realtime configures WebSocket and SSE connections and the topic hub.
+type Realtime struct {
+	// AllowedOrigins for WebSocket upgrades. Empty means same host only;
+	// "*" allows any origin.
+	AllowedOrigins   []string      `yaml:"allowed_origins"`
+	MaxMessageBytes  int64         `yaml:"max_message_bytes"`
+	PingInterval     time.Duration `yaml:"ping_interval"`
+	PongTimeout      time.Duration `yaml:"pong_timeout"`
+	WriteTimeout     time.Duration `yaml:"write_timeout"`
+	SendQueue        int           `yaml:"send_queue"`
+	SSEKeepalive     time.Duration `yaml:"sse_keepalive"`
+	ReconnectMinWait time.Duration `yaml:"reconnect_min_wait"`
+	ReconnectMaxWait time.Duration `yaml:"reconnect_max_wait"`
+}
+
+// Redis configures the coordination store.
+type Redis struct {
+	// URL of a single node (redis://host:port/db) or, with Cluster, of any
+	// cluster node (extra seeds as ?addr=host:port). Empty starts an
+	// embedded development server.
+	URL     string `yaml:"url"`
+	Cluster bool   `yaml:"cluster"`
+	// Prefix starts every key and channel, so several deployments can share
+	// one Redis.
+	Prefix       string        `yaml:"prefix"`
+	PoolSize     int           `yaml:"pool_size"`
+	DialTimeout  time.Duration `yaml:"dial_timeout"`
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+}
+
+// Postgres configures the system of record.
+type Postgres struct {
+	// URL is the main DSN. Empty starts a private PostgreSQL cluster from
+	// the local server binaries under DataDir.
+	URL string `yaml:"url"`
+	// ReadOnlyURL is the SELECT-only login of the browse plane; empty
+	// means URL.
+	ReadOnlyURL string `yaml:"readonly_url"`
+	// WebhookURL is used by the payment webhook pool; empty means URL.
+	WebhookURL       string `yaml:"webhook_url"`
+	MaxConns         int32  `yaml:"max_conns"`
+	ReadOnlyMaxConns int32  `yaml:"readonly_max_conns"`
+	WebhookMaxConns  int32  `yaml:"webhook_max_conns"`
+	MigrateOnStart   bool   `yaml:"migrate_on_start"`
+	// BinDir holds initdb and pg_ctl for the private cluster; empty searches
+	// PATH and the usual Debian and Homebrew locations.
+	BinDir string `yaml:"bin_dir"`
+}
+
+// Auth configures user and server-to-server authentication.
+type Auth struct {
+	// JWTSecret verifies HS256 user tokens (development).
+	JWTSecret string `yaml:"jwt_secret" env:"PRESENCED_JWT_SECRET"`
+	// JWKSURL verifies RS256/ES256/EdDSA user tokens (production).
+	JWKSURL     string        `yaml:"jwks_url"`
+	JWKSRefresh time.Duration `yaml:"jwks_refresh"`
+	Issuer      string        `yaml:"issuer"`
+	Audience    string        `yaml:"audience"`
+	// APIKey guards server-to-server endpoints (header X-API-Key).
+	APIKey string `yaml:"api_key" env:"PRESENCED_API_KEY"`
+	// DevSecrets generates a JWT secret and an API key into DataDir when
+	// none is configured, and reuses them on the next start.
+	DevSecrets bool `yaml:"dev_secrets"`
+}
+
+// Default returns the built-in configuration: a single development process
+// with embedded stores.
+func Default() Config {
+	return Config{
+		Listen:  "127.0.0.1:8080",
+		Roles:   []string{"all"},
+		DataDir: "./var",
+		Log:     Log{Level: "info", Format: "text"},
+		HTTP: HTTP{
+			BodyLimitBytes:    1 << 20,
+			ReadHeaderTimeout: 5 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			ShutdownTimeout:   15 * time.Second,
+		},
+		Realtime: Realtime{
+			MaxMessageBytes:  4096,
+			PingInterval:     25 * time.Second,
+			PongTimeout:      60 * time.Second,
+			WriteTimeout:     10 * time.Second,
+			SendQueue:        64,
+			SSEKeepalive:     15 * time.Second,
+			ReconnectMinWait: 1 * time.Second,
+			ReconnectMaxWait: 10 * time.Second,
+		},
+		Redis: Redis{
+			Prefix:       "pd:",
+			PoolSize:     0,
+			DialTimeout:  2 * time.Second,
+			ReadTimeout:  2 * time.Second,
+			WriteTimeout: 2 * time.Second,
+		},
+		Postgres: Postgres{
+			MaxConns:         20,
+			ReadOnlyMaxConns: 5,
+			WebhookMaxConns:  5,
+			MigrateOnStart:   true,
+		},
+		Auth: Auth{
+			JWKSRefresh: 5 * time.Minute,
+			DevSecrets:  true,
+		},
+	}
+}
+
+// Validate checks values that parse but make no sense, naming the key.
+func (c *Config) Validate() error {
+	var errs []string
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "%v", err)
+	}
+	if len(c.Roles) == 0 {
+		bad("roles", "empty")
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "empty")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "%q is not one of text, json", c.Log.Format)
+	}
+	if c.HTTP.BodyLimitBytes <= 0 {
+		bad("http.body_limit_bytes", "must be positive")
+	}
+	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
+		bad("http.tls_cert", "tls_cert and tls_key must be set together")
+	}
+	for _, cidr := range c.HTTP.TrustedProxies {
+		if _, _, err := net.ParseCIDR(cidr); err != nil {
+			bad("http.trusted_proxies", "%v", err)
+		}
+	}
+	positive := map[string]time.Duration{
+		"http.read_header_timeout":    c.HTTP.ReadHeaderTimeout,
+		"http.shutdown_timeout":       c.HTTP.ShutdownTimeout,
+		"realtime.ping_interval":      c.Realtime.PingInterval,
+		"realtime.pong_timeout":       c.Realtime.PongTimeout,
+		"realtime.write_timeout":      c.Realtime.WriteTimeout,
+		"realtime.sse_keepalive":      c.Realtime.SSEKeepalive,
+		"realtime.reconnect_max_wait": c.Realtime.ReconnectMaxWait,
+		"redis.dial_timeout":          c.Redis.DialTimeout,
+		"auth.jwks_refresh":           c.Auth.JWKSRefresh,
+	}
+	for key, d := range positive {
+		if d <= 0 {
+			bad(key, "must be a positive duration")
+		}
+	}
+	if c.Realtime.PongTimeout <= c.Realtime.PingInterval {
+		bad("realtime.pong_timeout", "must be longer than realtime.ping_interval")
+	}
+	if c.Realtime.ReconnectMinWait > c.Realtime.ReconnectMaxWait {
+		bad("realtime.reconnect_min_wait", "must not exceed realtime.reconnect_max_wait")
+	}
+	if c.Realtime.MaxMessageBytes <= 0 {
+		bad("realtime.max_message_bytes", "must be positive")
+	}
+	if c.Realtime.SendQueue <= 0 {
+		bad("realtime.send_queue", "must be positive")
+	}
+	if strings.ContainsAny(c.Redis.Prefix, "{}") {
+		bad("redis.prefix", "must not contain { or } (they delimit hash tags)")
+	}
+	if c.Postgres.MaxConns <= 0 || c.Postgres.ReadOnlyMaxConns <= 0 || c.Postgres.WebhookMaxConns <= 0 {
+		bad("postgres.max_conns", "pool sizes must be positive")
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/presenced/presenced/store"
+)
+
+var (
+	pgOnce     sync.Once
+	pgAdminURL string
+	pgErr      error
+
+	pkgDBOnce sync.Once
+	pkgDBURL  string
+	pkgDBErr  error
+)
+
+func adminURL(t testing.TB) string {
+	t.Helper()
+	pgOnce.Do(func() {
+		if u := os.Getenv("PRESENCED_TEST_POSTGRES_URL"); u != "" {
+			pgAdminURL = u
+			return
+		}
+		dir, err := os.MkdirTemp("", "presenced-pg-")
+		if err != nil {
+			pgErr = err
+			return
+		}
+		ep, err := store.StartEmbeddedPostgres(context.Background(), dir, "", Logger())
+		if err != nil {
+			pgErr = fmt.Errorf("tests need a real PostgreSQL (set PRESENCED_TEST_POSTGRES_URL or install the server binaries): %w", err)
+			_ = os.RemoveAll(dir)
+			return
+		}
+		atExit(func() {
+			_ = ep.Stop()
+			_ = os.RemoveAll(dir)
+		})
+		pgAdminURL = ep.AdminURL()
+	})
+	if pgErr != nil {
+		t.Fatalf("postgres: %v", pgErr)
+	}
+	return pgAdminURL
+}
+
+// NewDatabase creates an empty database, dropped when the test binary exits,
+// and returns its DSN.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	url, err := newDatabase(adminURL(t))
+	if err != nil {
+		t.Fatalf("postgres: %v", err)
+	}
+	return url
+}
+
+func newDatabase(admin string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("connect admin: %w", err)
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("presenced_test_%d_%d", os.Getpid(), seq.Add(1))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database: %w", err)
+	}
+	atExit(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, admin); err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+			_ = c.Close(ctx)
+		}
+	})
+	return withDatabase(admin, name)
+}
+
+func withDatabase(dsn, db string) (string, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return "", err
+	}
+	c := cfg.ConnConfig
+	pw := ""
+	if c.Password != "" {
+		pw = ":" + c.Password
+	}
+	return fmt.Sprintf("postgres://%s%s@%s:%d/%s?sslmode=disable", c.User, pw, c.Host, c.Port, db), nil
+}
+
+// PostgresURL is the DSN of this package's database, fresh for the test
+// binary and migrated to the current schema.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	admin := adminURL(t)
+	pkgDBOnce.Do(func() {
+		pkgDBURL, pkgDBErr = newDatabase(admin)
+		if pkgDBErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		pool, err := pgxpool.New(ctx, pkgDBURL)
+		if err != nil {
+			pkgDBErr = err
+			return
+		}
+		defer pool.Close()
+		_, pkgDBErr = store.Migrate(ctx, pool, store.Migrations(), Logger())
+	})
+	if pkgDBErr != nil {
+		t.Fatalf("postgres: %v", pkgDBErr)
+	}
+	return pkgDBURL
+}
+
+// Postgres returns a pool of this package's migrated database, closed at
+// test end. Tests share the database: use ids unique to the test.
+func Postgres(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), PostgresURL(t))
+	if err != nil {
+		t.Fatalf("postgres pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// PostgresAdminURL is the admin DSN of the test server.
+func PostgresAdminURL(t testing.TB) string {
+	return adminURL(t)
+}

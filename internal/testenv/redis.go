@@ -1,0 +1,195 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/store"
+)
+
+var (
+	redisOnce sync.Once
+	redisURL  string
+	redisErr  error
+	redisSrv  *store.EmbeddedRedis
+
+	clusterOnce  sync.Once
+	clusterAddrs []string
+	clusterSrvs  []*store.EmbeddedRedis
+	clusterErr   error
+)
+
+const installRedis = "install redis-server (apt-get install redis-server) or set PRESENCED_TEST_REDIS_URL"
+
+// RedisURL is the URL of this test binary's Redis.
+func RedisURL(t testing.TB) string {
+	t.Helper()
+	redisOnce.Do(func() {
+		if u := os.Getenv("PRESENCED_TEST_REDIS_URL"); u != "" {
+			redisURL = u
+			return
+		}
+		if _, err := exec.LookPath("redis-server"); err != nil {
+			redisErr = fmt.Errorf("tests need a real Redis: %s", installRedis)
+			return
+		}
+		redisSrv, redisErr = store.StartRedisServer(context.Background(), store.RedisServerOptions{})
+		if redisErr == nil {
+			redisURL = redisSrv.URL
+			atExit(func() { _ = redisSrv.Stop() })
+		}
+	})
+	if redisErr != nil {
+		t.Fatalf("redis: %v", redisErr)
+	}
+	return redisURL
+}
+
+// RedisServer is the private redis-server of this binary, for tests that
+// stop and restart it; it fails when an external Redis is configured.
+func RedisServer(t testing.TB) *store.EmbeddedRedis {
+	t.Helper()
+	RedisURL(t)
+	if redisSrv == nil {
+		t.Fatalf("this test controls the Redis process and cannot use PRESENCED_TEST_REDIS_URL")
+	}
+	return redisSrv
+}
+
+// Redis returns a client of the single-node test Redis, closed at test end.
+func Redis(t testing.TB) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(RedisURL(t))
+	if err != nil {
+		t.Fatalf("redis url: %v", err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// NewRedisServer starts a redis-server owned by the calling test, for tests
+// that stop Redis mid-way; it is stopped at test end.
+func NewRedisServer(t testing.TB) *store.EmbeddedRedis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("this test needs redis-server: %s", installRedis)
+	}
+	srv, err := store.StartRedisServer(context.Background(), store.RedisServerOptions{})
+	if err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	return srv
+}
+
+// RedisClusterURL is a cluster URL (redis://a?addr=b&addr=c) of this test
+// binary's three-node Redis Cluster.
+func RedisClusterURL(t testing.TB) string {
+	t.Helper()
+	clusterOnce.Do(func() {
+		if u := os.Getenv("PRESENCED_TEST_REDIS_CLUSTER_URL"); u != "" {
+			opt, err := redis.ParseClusterURL(u)
+			if err != nil {
+				clusterErr = err
+				return
+			}
+			clusterAddrs = opt.Addrs
+			return
+		}
+		clusterErr = startCluster()
+	})
+	if clusterErr != nil {
+		t.Fatalf("redis cluster: %v", clusterErr)
+	}
+	u := "redis://" + clusterAddrs[0]
+	for i, a := range clusterAddrs[1:] {
+		sep := "&"
+		if i == 0 {
+			sep = "?"
+		}
+		u += sep + "addr=" + a
+	}
+	return u
+}
+
+// RedisCluster returns a client of the test cluster, closed at test end.
+func RedisCluster(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	opt, err := redis.ParseClusterURL(RedisClusterURL(t))
+	if err != nil {
+		t.Fatalf("cluster url: %v", err)
+	}
+	c := redis.NewClusterClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func startCluster() error {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return fmt.Errorf("tests need a real Redis Cluster: %s", installRedis)
+	}
+	base, err := os.MkdirTemp("", "presenced-cluster-")
+	if err != nil {
+		return err
+	}
+	atExit(func() { _ = os.RemoveAll(base) })
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		dir := filepath.Join(base, strconv.Itoa(i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		srv, err := store.StartRedisServer(ctx, store.RedisServerOptions{Dir: dir, Args: []string{
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000",
+		}})
+		if err != nil {
+			return err
+		}
+		clusterSrvs = append(clusterSrvs, srv)
+		atExit(func() { _ = srv.Stop() })
+		clusterAddrs = append(clusterAddrs, strings.TrimPrefix(srv.URL, "redis://"))
+	}
+	nodes := make([]*redis.Client, 3)
+	for i, a := range clusterAddrs {
+		nodes[i] = redis.NewClient(&redis.Options{Addr: a})
+		defer nodes[i].Close()
+	}
+	const slots = 16384
+	for i, n := range nodes {
+		lo, hi := i*slots/3, (i+1)*slots/3-1
+		if err := n.ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
+			return fmt.Errorf("assign slots %d-%d: %w", lo, hi, err)
+		}
+	}
+	for _, a := range clusterAddrs[1:] {
+		host, port, _ := strings.Cut(a, ":")
+		if err := nodes[0].ClusterMeet(ctx, host, port).Err(); err != nil {
+			return fmt.Errorf("cluster meet %s: %w", a, err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range nodes {
+		for {
+			info, err := n.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("cluster did not converge: %v %s", err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}

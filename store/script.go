@@ -1,0 +1,49 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Script is an embedded Lua script. Run sends EVALSHA and falls back to EVAL
+// when the server has not seen the script yet (NOSCRIPT), so a restarted or
+// failed-over Redis needs no warm-up.
+type Script struct {
+	name string
+	s    *redis.Script
+}
+
+// NewScript wraps Lua source, usually a //go:embed string of a .lua file.
+func NewScript(name, src string) *Script {
+	return &Script{name: name, s: redis.NewScript(src)}
+}
+
+// Name is the script's name for logs and errors.
+func (s *Script) Name() string { return s.name }
+
+// Run executes the script. In Redis Cluster every key must share one hash
+// tag; the call is routed by the first key.
+func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return s.s.Run(ctx, c, keys, args...)
+}
+
+// Load sends SCRIPT LOAD to every primary, so the first calls after start do
+// not pay for the NOSCRIPT round trip.
+func Load(ctx context.Context, c redis.UniversalClient, scripts ...*Script) error {
+	load := func(ctx context.Context, node redis.Scripter) error {
+		for _, s := range scripts {
+			if err := s.s.Load(ctx, node).Err(); err != nil {
+				return fmt.Errorf("load script %s: %w", s.name, err)
+			}
+		}
+		return nil
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			return load(ctx, node)
+		})
+	}
+	return load(ctx, c)
+}

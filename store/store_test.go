@@ -1,0 +1,139 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/store"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestKeysShareOneSlotPerEntity(t *testing.T) {
+	t.Parallel()
+	ks := store.NewKeyspace("pd:")
+	h := ks.Entity("hotel", "h42")
+	require.Equal(t, "pd:{hotel:h42}", h.String())
+	require.Equal(t, "pd:{hotel:h42}:shard:3:bucket:17", h.Key("shard", "3", "bucket", "17"))
+
+	c := testenv.RedisCluster(t)
+	ctx := context.Background()
+	s1, err := c.ClusterKeySlot(ctx, h.Key("a")).Result()
+	require.NoError(t, err)
+	s2, err := c.ClusterKeySlot(ctx, h.Key("b", "c", "d")).Result()
+	require.NoError(t, err)
+	require.Equal(t, s1, s2)
+}
+
+func TestScriptRunsAfterScriptFlush(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	s := store.NewScript("incr", "return redis.call('INCRBY', KEYS[1], ARGV[1])")
+	key := testenv.Prefix(t) + "n"
+	require.NoError(t, store.Load(ctx, rdb, s))
+	n, err := s.Run(ctx, rdb, []string{key}, 2).Int()
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	// A failed-over or restarted Redis forgets scripts: EVAL must take over.
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	n, err = s.Run(ctx, rdb, []string{key}, 3).Int()
+	require.NoError(t, err)
+	require.Equal(t, 5, n)
+
+	cluster := testenv.RedisCluster(t)
+	require.NoError(t, store.Load(ctx, cluster, s))
+	n, err = s.Run(ctx, cluster, []string{store.NewKeyspace(testenv.Prefix(t)).Entity("e", "1").Key("n")}, 4).Int()
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+}
+
+// Several processes start together against one database: every migration
+// must be applied exactly once.
+func TestMigrationsApplyOnceUnderConcurrentStarts(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.NewDatabase(t)
+	ctx := context.Background()
+	migrations := fstest.MapFS{
+		// CREATE TABLE without IF NOT EXISTS fails if run twice.
+		"0001_first.sql":  {Data: []byte("CREATE TABLE once_a (id int PRIMARY KEY); INSERT INTO once_a VALUES (1);")},
+		"0002_second.sql": {Data: []byte("CREATE TABLE once_b (id int PRIMARY KEY); INSERT INTO once_b SELECT id FROM once_a;")},
+	}
+	const starters = 8
+	var wg sync.WaitGroup
+	applied := make([][]int, starters)
+	errs := make([]error, starters)
+	for i := 0; i < starters; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			pool, err := pgxpool.New(ctx, dsn)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer pool.Close()
+			applied[i], errs[i] = store.Migrate(ctx, pool, migrations, testenv.Logger())
+		}(i)
+	}
+	wg.Wait()
+	total := 0
+	for i := range errs {
+		require.NoError(t, errs[i])
+		total += len(applied[i])
+	}
+	require.Equal(t, 2, total, "each migration applied by exactly one starter")
+
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM once_b").Scan(&n))
+	require.Equal(t, 1, n)
+	pending, err := store.PendingMigrations(ctx, pool, migrations)
+	require.NoError(t, err)
+	require.Empty(t, pending)
+}
+
+func TestEmbeddedMigrationsApply(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Postgres(t)
+	pending, err := store.PendingMigrations(context.Background(), pool, store.Migrations())
+	require.NoError(t, err)
+	require.Empty(t, pending)
+	all, err := store.ReadMigrations(store.Migrations())
+	require.NoError(t, err)
+	require.NotEmpty(t, all)
+}
+
+func TestBadMigrationNames(t *testing.T) {
+	t.Parallel()
+	_, err := store.ReadMigrations(fstest.MapFS{"first.sql": {Data: []byte("SELECT 1")}})
+	require.ErrorContains(t, err, "NNNN_name.sql")
+	_, err = store.ReadMigrations(fstest.MapFS{"0001_a.sql": {}, "001_b.sql": {}})
+	require.ErrorContains(t, err, "share version 1")
+}
+
+func TestFindPostgresBinariesExplainsWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	_, err := store.FindPostgresBinaries(t.TempDir())
+	require.ErrorContains(t, err, "holds no initdb")
+	dir, err := store.FindPostgresBinaries("")
+	require.NoError(t, err, "this machine kind has the PostgreSQL server binaries")
+	_, err = os.Stat(filepath.Join(dir, "initdb"))
+	require.NoError(t, err)
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "postgres://u:xxxxx@h:5432/db", store.Redact("postgres://u:secret@h:5432/db"))
+	require.Equal(t, "redis://h:6379", store.Redact("redis://h:6379"))
+}
