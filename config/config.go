@@ -169,9 +169,6 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%v", err)
 	}
-	if len(c.Roles) == 0 {
-		bad("roles", "empty")
-	}
 	if c.DataDir == "" {
 		bad("data_dir", "empty")
 	}

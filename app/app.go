@@ -1,0 +1,420 @@
+// Package app assembles a presenced process: it resolves the roles to module
+// parts, connects the stores those parts need (starting the development
+// stores when none are configured), starts the parts, serves HTTP, and shuts
+// everything down in order.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/web"
+)
+
+// App is one presenced process.
+type App struct {
+	Config  config.Config
+	Log     *slog.Logger
+	Metrics *prometheus.Registry
+	Server  *web.Server
+	Keys    store.Keyspace
+
+	roles   []string
+	parts   []string
+	started []string
+	// table is the part table used; tests swap in their own.
+	table map[string]part
+
+	mu        sync.Mutex
+	redis     redis.UniversalClient
+	pools     map[string]*pgxpool.Pool
+	hub       *hub.Hub
+	verifier  *auth.Verifier
+	embRedis  *store.EmbeddedRedis
+	embPG     *store.EmbeddedPostgres
+	closers   []func() error // run in reverse order at shutdown
+	loops     []loop
+	loopCtx   context.Context
+	stopLoops context.CancelFunc
+	loopWG    sync.WaitGroup
+	loopErr   chan error
+	devMode   []string
+}
+
+type loop struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// New prepares a process for cfg without touching any store yet.
+func New(cfg config.Config, log *slog.Logger) (*App, error) {
+	roleNames, partNames, err := ResolveRoles(cfg.Roles)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := web.NewServer(cfg, reg, log)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{
+		Config:  cfg,
+		Log:     log,
+		Metrics: reg,
+		Server:  srv,
+		Keys:    store.NewKeyspace(cfg.Redis.Prefix),
+		roles:   roleNames,
+		parts:   partNames,
+		table:   parts,
+		pools:   map[string]*pgxpool.Pool{},
+		loopErr: make(chan error, 1),
+	}
+	a.loopCtx, a.stopLoops = context.WithCancel(context.Background())
+	filled, err := ResolveSecrets(&a.Config)
+	if err != nil {
+		return nil, err
+	}
+	a.devMode = append(a.devMode, filled...)
+	if a.Config.Auth.APIKey == "" {
+		log.Warn("no auth.api_key configured: server-to-server endpoints refuse every call")
+	}
+	return a, nil
+}
+
+// Roles are the roles this process runs.
+func (a *App) Roles() []string { return a.roles }
+
+// Started lists the parts that were started (built parts of the roles).
+func (a *App) Started() []string { return a.started }
+
+// Start connects the stores the parts need and starts each part.
+func (a *App) Start(ctx context.Context) error {
+	needs := map[dependency]bool{}
+	for _, name := range a.parts {
+		for _, n := range a.table[name].needs {
+			needs[n] = true
+		}
+	}
+	if needs[needRedis] {
+		if _, err := a.Redis(ctx); err != nil {
+			return err
+		}
+	}
+	if needs[needPostgres] {
+		if _, err := a.Postgres(ctx, store.PoolMain); err != nil {
+			return err
+		}
+	}
+	if needs[needReadOnly] {
+		if _, err := a.Postgres(ctx, store.PoolReadOnly); err != nil {
+			return err
+		}
+	}
+	if needs[needWebhook] {
+		if _, err := a.Postgres(ctx, store.PoolWebhook); err != nil {
+			return err
+		}
+	}
+	for _, name := range a.parts {
+		p := a.table[name]
+		if p.start == nil {
+			continue
+		}
+		if err := p.start(a); err != nil {
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		a.started = append(a.started, name)
+	}
+	if len(a.devMode) > 0 {
+		a.Log.Warn("SINGLE-NODE DEVELOPMENT MODE: not for production", "embedded", a.devMode)
+	}
+	a.Log.Info("roles started", "roles", a.roles, "parts", a.started)
+	return nil
+}
+
+// Run serves on ln and runs the background loops until ctx ends or a loop
+// fails, then shuts down within http.shutdown_timeout.
+func (a *App) Run(ctx context.Context, ln net.Listener) error {
+	for _, l := range a.loops {
+		a.loopWG.Add(1)
+		go func(l loop) {
+			defer a.loopWG.Done()
+			if err := l.run(a.loopCtx); err != nil && a.loopCtx.Err() == nil {
+				select {
+				case a.loopErr <- fmt.Errorf("%s: %w", l.name, err):
+				default:
+				}
+			}
+		}(l)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- a.Server.Serve(ln) }()
+	a.Log.Info("listening", "addr", ln.Addr().String())
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-serveErr:
+	case runErr = <-a.loopErr:
+	}
+	shutdownErr := a.Shutdown()
+	return errors.Join(runErr, shutdownErr)
+}
+
+// Shutdown drains sockets, finishes in-flight requests, stops the loops and
+// closes the stores, in that order, within http.shutdown_timeout.
+func (a *App) Shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.Config.HTTP.ShutdownTimeout)
+	defer cancel()
+	a.Log.Info("shutting down")
+	var errs []error
+	if err := a.Server.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	a.stopLoops()
+	done := make(chan struct{})
+	go func() { a.loopWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, errors.New("background loops did not stop in time"))
+	}
+	a.mu.Lock()
+	closers := a.closers
+	a.closers = nil
+	a.mu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		if err := closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	err := errors.Join(errs...)
+	a.Log.Info("stopped", "err", err)
+	return err
+}
+
+// Go registers a background loop, started by Run and stopped by cancelling
+// its context at shutdown. Every loop must be safe to run in several
+// processes at once (leases, advisory locks, consumer groups).
+func (a *App) Go(name string, run func(ctx context.Context) error) {
+	a.loops = append(a.loops, loop{name: name, run: run})
+}
+
+// OnStop registers cleanup run at shutdown, after the loops stopped, in
+// reverse order of registration.
+func (a *App) OnStop(f func() error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closers = append(a.closers, f)
+}
+
+// Routes is the root route group modules mount on.
+func (a *App) Routes() *echo.Group { return a.Server.Echo.Group("") }
+
+// Redis returns the shared Redis client, connecting on first use and
+// starting the embedded development server when no URL is configured.
+func (a *App) Redis(ctx context.Context) (redis.UniversalClient, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.redis != nil {
+		return a.redis, nil
+	}
+	cfg := a.Config.Redis
+	if cfg.URL == "" {
+		emb, err := store.StartEmbeddedRedis(ctx, a.Log)
+		if err != nil {
+			return nil, err
+		}
+		a.embRedis = emb
+		a.closers = append(a.closers, emb.Stop)
+		a.devMode = append(a.devMode, "redis ("+emb.Kind+")")
+		cfg.URL, cfg.Cluster = emb.URL, false
+		a.Log.Warn("no redis.url configured: started a development Redis", "kind", emb.Kind, "url", emb.URL)
+	}
+	rdb, err := store.OpenRedis(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.PingRedis(ctx, rdb); err != nil {
+		a.Log.Warn("redis does not answer yet; /readyz reports it", "url", store.Redact(cfg.URL), "err", err)
+	}
+	a.redis = rdb
+	a.closers = append(a.closers, rdb.Close)
+	a.Server.AddCheck("redis", func(ctx context.Context) error { return store.PingRedis(ctx, rdb) })
+	return rdb, nil
+}
+
+// Hub returns the process's topic hub over the shared Redis.
+func (a *App) Hub(ctx context.Context) (*hub.Hub, error) {
+	rdb, err := a.Redis(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.hub == nil {
+		h, err := hub.New(rdb, a.Metrics, a.Log)
+		if err != nil {
+			return nil, err
+		}
+		a.hub = h
+		a.closers = append(a.closers, h.Close)
+	}
+	return a.hub, nil
+}
+
+// Users returns the user JWT verifier.
+func (a *App) Users() (*auth.Verifier, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.verifier == nil {
+		v, err := auth.NewVerifier(a.loopCtx, a.Config.Auth)
+		if err != nil {
+			return nil, err
+		}
+		a.verifier = v
+	}
+	return a.verifier, nil
+}
+
+// RequireAPIKey guards server-to-server routes.
+func (a *App) RequireAPIKey() echo.MiddlewareFunc {
+	return auth.RequireAPIKey(a.Config.Auth.APIKey)
+}
+
+// Postgres returns the pool for purpose (store.PoolMain, PoolReadOnly,
+// PoolWebhook), starting the private development cluster when no URL is
+// configured and applying migrations on the main pool when configured to.
+func (a *App) Postgres(ctx context.Context, purpose string) (*pgxpool.Pool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pool(ctx, purpose)
+}
+
+func (a *App) pool(ctx context.Context, purpose string) (*pgxpool.Pool, error) {
+	if p := a.pools[purpose]; p != nil {
+		return p, nil
+	}
+	cfg := a.Config.Postgres
+	if cfg.URL == "" && a.embPG == nil {
+		dir := filepath.Join(a.Config.DataDir, "postgres")
+		ep, err := store.StartEmbeddedPostgres(ctx, dir, cfg.BinDir, a.Log)
+		if err != nil {
+			return nil, err
+		}
+		a.embPG = ep
+		a.closers = append(a.closers, ep.Stop)
+		a.devMode = append(a.devMode, "postgres ("+ep.Dir+")")
+		a.Log.Warn("no postgres.url configured: started a private PostgreSQL", "dir", ep.Dir, "port", ep.Port)
+	}
+	if cfg.URL == "" && purpose != store.PoolMain {
+		// The private cluster has nobody else to migrate it: do it through
+		// the owner login before handing out the others.
+		if _, err := a.pool(ctx, store.PoolMain); err != nil {
+			return nil, err
+		}
+	}
+	dsn, size := a.dsnFor(purpose)
+	pool, err := store.OpenPostgres(ctx, dsn, purpose, size, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func() error { pool.Close(); return nil })
+	if purpose == store.PoolMain {
+		if err := a.ensureSchema(ctx, pool); err != nil {
+			return nil, err
+		}
+	}
+	a.pools[purpose] = pool
+	a.Server.AddCheck("postgres-"+purpose, func(ctx context.Context) error { return pool.Ping(ctx) })
+	return pool, nil
+}
+
+func (a *App) dsnFor(purpose string) (string, int32) {
+	cfg := a.Config.Postgres
+	main := cfg.URL
+	if main == "" {
+		main = a.embPG.URL(store.DevOwner)
+	}
+	switch purpose {
+	case store.PoolReadOnly:
+		switch {
+		case cfg.ReadOnlyURL != "":
+			return cfg.ReadOnlyURL, cfg.ReadOnlyMaxConns
+		case cfg.URL == "":
+			return a.embPG.URL(store.DevReadOnlyLogin), cfg.ReadOnlyMaxConns
+		}
+		return main, cfg.ReadOnlyMaxConns
+	case store.PoolWebhook:
+		if cfg.WebhookURL != "" {
+			return cfg.WebhookURL, cfg.WebhookMaxConns
+		}
+		return main, cfg.WebhookMaxConns
+	}
+	return main, cfg.MaxConns
+}
+
+// ensureSchema migrates or, when migrations at start are off, refuses to run
+// against an out-of-date schema.
+func (a *App) ensureSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	if a.Config.Postgres.MigrateOnStart {
+		if _, err := store.Migrate(ctx, pool, store.Migrations(), a.Log); err != nil {
+			return err
+		}
+		return nil
+	}
+	pending, err := store.PendingMigrations(ctx, pool, store.Migrations())
+	if err != nil {
+		return err
+	}
+	if len(pending) > 0 {
+		return fmt.Errorf("the database schema is %d migration(s) behind: run `presenced migrate` (or set postgres.migrate_on_start)", len(pending))
+	}
+	return nil
+}
+
+// ResolveSecrets fills the JWT secret and API key of cfg from the data
+// folder in development mode (auth.dev_secrets) when none is configured. It
+// returns what it filled, for the development-mode warning.
+func ResolveSecrets(cfg *config.Config) ([]string, error) {
+	a := &cfg.Auth
+	needSecret := a.JWTSecret == "" && a.JWKSURL == ""
+	if !a.DevSecrets || (!needSecret && a.APIKey != "") {
+		return nil, nil
+	}
+	s, err := auth.LoadOrCreateDevSecrets(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	var filled []string
+	if needSecret {
+		a.JWTSecret = s.JWTSecret
+		filled = append(filled, "jwt secret ("+filepath.Join(cfg.DataDir, auth.DevSecretsFile)+")")
+	}
+	if a.APIKey == "" {
+		a.APIKey = s.APIKey
+		filled = append(filled, "api key")
+	}
+	return filled, nil
+}
+
+// HasPart tells whether this process started the named part.
+func (a *App) HasPart(name string) bool { return slices.Contains(a.started, name) }

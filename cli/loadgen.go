@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/presenced/presenced/loadgen"
+)
+
+// scenarios lists every load scenario; a module adds its own here.
+func scenarios() []loadgen.Scenario {
+	return []loadgen.Scenario{
+		loadgen.NewHTTP(),
+	}
+}
+
+// Loadgen is `presenced loadgen <scenario>`.
+func Loadgen() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "loadgen <scenario>",
+		Short: "Generate bounded load against a presenced on this machine and summarise it",
+	}
+	for _, s := range scenarios() {
+		var o loadgen.Options
+		sub := &cobra.Command{
+			Use:   s.Name(),
+			Short: s.Describe(),
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				sum, err := loadgen.Execute(cmd.Context(), s, o, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				return sum.Write(cmd.OutOrStdout(), o.JSON)
+			},
+		}
+		o.AddFlags(sub.Flags())
+		s.Flags(sub.Flags())
+		cmd.AddCommand(sub)
+	}
+	return cmd
+}

@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/presenced/presenced/app"
+	"github.com/presenced/presenced/store"
+)
+
+// Migrate is `presenced migrate`: apply pending schema migrations.
+func Migrate(flags *commonFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending database migrations (safe to run from several processes at once)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := flags.load(cmd)
+			if err != nil {
+				return err
+			}
+			cfg.Postgres.MigrateOnStart = true
+			a, err := app.New(cfg, newLogger(cfg.Log))
+			if err != nil {
+				return err
+			}
+			return runWithApp(a, func() error {
+				pool, err := a.Postgres(cmd.Context(), store.PoolMain)
+				if err != nil {
+					return err
+				}
+				all, err := store.ReadMigrations(store.Migrations())
+				if err != nil {
+					return err
+				}
+				pending, err := store.PendingMigrations(cmd.Context(), pool, store.Migrations())
+				if err != nil {
+					return err
+				}
+				printf(cmd, "schema up to date: %d migrations, %d pending\n", len(all), len(pending))
+				return nil
+			})
+		},
+	}
+}

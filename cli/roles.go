@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/presenced/presenced/app"
+)
+
+func roleNames() []string { return app.RoleNames() }
+
+// RolesCmd is `presenced roles`: the role table and what each role starts.
+func RolesCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "roles",
+		Short: "List the roles and the module parts each starts",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ROLE\tHOLDS\tPART\tNEEDS")
+			for _, r := range app.Roles() {
+				for i, p := range r.Parts {
+					name, holds := "", ""
+					if i == 0 {
+						name, holds = r.Name, r.Holds
+					}
+					needs := strings.Join(p.Needs, ",")
+					if !p.Built {
+						needs += " (not built yet)"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, holds, p.Name, needs)
+				}
+			}
+			fmt.Fprintln(tw, "all\teverything\tevery part above\t")
+			_ = tw.Flush()
+		},
+	}
+}

@@ -1,0 +1,78 @@
+package auth
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// DevSecrets are generated once into the data folder in development mode and
+// reused by every later start and by `presenced token`.
+type DevSecrets struct {
+	JWTSecret string `json:"jwtSecret"`
+	APIKey    string `json:"apiKey"`
+}
+
+// DevSecretsFile is the file holding them under the data folder.
+const DevSecretsFile = "dev-secrets.json"
+
+// LoadOrCreateDevSecrets reads dataDir/dev-secrets.json, creating it with
+// fresh random values if it does not exist. Concurrent first starts agree on
+// one file: creation is exclusive and the loser reads the winner's.
+func LoadOrCreateDevSecrets(dataDir string) (DevSecrets, error) {
+	path := filepath.Join(dataDir, DevSecretsFile)
+	if s, err := readDevSecrets(path); err == nil {
+		return s, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return DevSecrets{}, err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return DevSecrets{}, fmt.Errorf("dev secrets: %w", err)
+	}
+	s := DevSecrets{JWTSecret: randomToken(32), APIKey: randomToken(24)}
+	data, _ := json.MarshalIndent(s, "", "  ")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		// Another process is writing it; give it a moment.
+		for i := 0; i < 50; i++ {
+			if s, err := readDevSecrets(path); err == nil {
+				return s, nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return readDevSecrets(path)
+	}
+	if err != nil {
+		return DevSecrets{}, fmt.Errorf("dev secrets: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		return DevSecrets{}, fmt.Errorf("dev secrets: %w", err)
+	}
+	return s, nil
+}
+
+func readDevSecrets(path string) (DevSecrets, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return DevSecrets{}, err
+	}
+	var s DevSecrets
+	if err := json.Unmarshal(data, &s); err != nil || s.JWTSecret == "" || s.APIKey == "" {
+		return DevSecrets{}, fmt.Errorf("dev secrets %s: unreadable or incomplete (delete it to regenerate)", path)
+	}
+	return s, nil
+}
+
+func randomToken(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}

@@ -1,0 +1,259 @@
+// Package loadgen is the frame every module's load scenario plugs into:
+// bounded runs against a target, live progress, and a closing summary of
+// throughput, latency percentiles and errors by kind.
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/time/rate"
+)
+
+// Scenario is one kind of load. Run drives it through the Runner, usually
+// with Loop, and may add its own figures to the summary.
+type Scenario interface {
+	Name() string
+	Describe() string
+	// Flags registers the scenario's own options.
+	Flags(fs *pflag.FlagSet)
+	Run(ctx context.Context, r *Runner) error
+}
+
+// Options are the frame's own flags.
+type Options struct {
+	Target      string
+	Concurrency int
+	Duration    time.Duration
+	Rate        float64 // operations per second over all workers; 0 = unlimited
+	Requests    int64   // stop after this many operations; 0 = by duration only
+	Timeout     time.Duration
+	JSON        bool
+	AllowRemote bool
+}
+
+// AddFlags registers the frame options on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Target, "target", "http://127.0.0.1:8080", "base URL of the presenced under load")
+	fs.IntVarP(&o.Concurrency, "concurrency", "c", 16, "concurrent workers")
+	fs.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "how long to run (the run always stops by itself)")
+	fs.Float64Var(&o.Rate, "rate", 0, "operations per second over all workers (0: as fast as possible)")
+	fs.Int64VarP(&o.Requests, "requests", "n", 0, "stop after this many operations (0: run for --duration)")
+	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "timeout of one operation")
+	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON")
+	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a target that is not on this machine")
+}
+
+// Validate checks the options, including that the target is loopback unless
+// remote targets were allowed explicitly.
+func (o *Options) Validate() error {
+	if o.Concurrency <= 0 {
+		return errors.New("--concurrency must be positive")
+	}
+	if o.Duration <= 0 || o.Duration > 24*time.Hour {
+		return errors.New("--duration must be positive and at most 24h")
+	}
+	if o.Rate < 0 || o.Requests < 0 {
+		return errors.New("--rate and --requests must not be negative")
+	}
+	u, err := url.Parse(o.Target)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Errorf("--target %q is not an http(s) URL", o.Target)
+	}
+	if o.AllowRemote {
+		return nil
+	}
+	ips, err := net.LookupIP(u.Hostname())
+	if err != nil {
+		return fmt.Errorf("--target: %w", err)
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return fmt.Errorf("--target %s is not a loopback address; pass --allow-remote to load another machine", u.Hostname())
+		}
+	}
+	return nil
+}
+
+// Runner carries one run: options, shared HTTP client, and the recorders
+// the summary is built from.
+type Runner struct {
+	Options  Options
+	Client   *http.Client
+	Progress io.Writer
+
+	start   time.Time
+	ops     atomic.Int64
+	errs    atomic.Int64
+	mu      sync.Mutex
+	hist    Histogram
+	kinds   map[string]int64
+	figures []Figure
+	label   string
+}
+
+// Figure is a scenario-specific result line of the summary.
+type Figure struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// NewRunner prepares a run.
+func NewRunner(o Options, progress io.Writer) *Runner {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = o.Concurrency * 2
+	tr.MaxIdleConnsPerHost = o.Concurrency * 2
+	return &Runner{
+		Options:  o,
+		Client:   &http.Client{Transport: tr, Timeout: o.Timeout},
+		Progress: progress,
+		kinds:    map[string]int64{},
+		label:    "ops",
+	}
+}
+
+// Record adds one timed operation; a non-nil err is counted by its kind.
+func (r *Runner) Record(d time.Duration, err error) {
+	r.ops.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.errs.Add(1)
+		r.kinds[KindOf(err)]++
+		return
+	}
+	r.hist.Record(d)
+}
+
+// AddFigure adds a result line to the summary.
+func (r *Runner) AddFigure(name, format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.figures = append(r.figures, Figure{Name: name, Value: fmt.Sprintf(format, args...)})
+}
+
+// Label names what one operation is in the summary ("heartbeats", "joins").
+func (r *Runner) Label(s string) { r.label = s }
+
+// Elapsed is the time since the run started.
+func (r *Runner) Elapsed() time.Duration { return time.Since(r.start) }
+
+// Loop runs op on Concurrency workers, paced by Rate, until Duration passes,
+// Requests operations were made, or ctx ends. Each call is timed and
+// recorded; op gets a context bounded by Timeout.
+func (r *Runner) Loop(ctx context.Context, op func(ctx context.Context, worker int) error) {
+	ctx, cancel := context.WithTimeout(ctx, r.Options.Duration)
+	defer cancel()
+	var limiter *rate.Limiter
+	if r.Options.Rate > 0 {
+		limiter = rate.NewLimiter(rate.Limit(r.Options.Rate), max(1, int(r.Options.Rate/100)))
+	}
+	var issued atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < r.Options.Concurrency; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if r.Options.Requests > 0 && issued.Add(1) > r.Options.Requests {
+					return // in-flight operations of other workers still count
+				}
+				if limiter != nil && limiter.Wait(ctx) != nil {
+					return
+				}
+				octx, ocancel := context.WithTimeout(ctx, r.Options.Timeout)
+				t0 := time.Now()
+				err := op(octx, w)
+				d := time.Since(t0)
+				ocancel()
+				if err != nil && ctx.Err() != nil {
+					return // the run ended under this operation; do not count it
+				}
+				r.Record(d, err)
+			}
+		}(w)
+	}
+	wg.Wait()
+}
+
+// Execute runs a scenario with live progress and returns its summary.
+func Execute(ctx context.Context, s Scenario, o Options, progress io.Writer) (*Summary, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	r := NewRunner(o, progress)
+	r.start = time.Now()
+	stop := make(chan struct{})
+	var pwg sync.WaitGroup
+	pwg.Add(1)
+	go func() {
+		defer pwg.Done()
+		r.progressLoop(stop)
+	}()
+	// A run is bounded even if a scenario forgets to be: duration plus
+	// time to set up and collect.
+	ctx, cancel := context.WithTimeout(ctx, o.Duration+2*time.Minute)
+	defer cancel()
+	err := s.Run(ctx, r)
+	close(stop)
+	pwg.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name(), err)
+	}
+	return r.summary(s.Name()), nil
+}
+
+func (r *Runner) progressLoop(stop <-chan struct{}) {
+	if r.Progress == nil {
+		return
+	}
+	tty := isTerminal(r.Progress)
+	every := time.Second
+	if !tty {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last int64
+	for {
+		select {
+		case <-stop:
+			if tty {
+				fmt.Fprintln(r.Progress)
+			}
+			return
+		case <-t.C:
+			ops := r.ops.Load()
+			r.mu.Lock()
+			p50, p99 := r.hist.Quantile(0.5), r.hist.Quantile(0.99)
+			r.mu.Unlock()
+			line := fmt.Sprintf("[%5.0fs] %s %d (%.0f/s) errors %d p50 %s p99 %s",
+				r.Elapsed().Seconds(), r.label, ops, float64(ops-last)/every.Seconds(), r.errs.Load(), round(p50), round(p99))
+			last = ops
+			if tty {
+				fmt.Fprintf(r.Progress, "\r%-100s", line)
+			} else {
+				fmt.Fprintln(r.Progress, line)
+			}
+		}
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/presenced/presenced/app"
+)
+
+// There is no Docker engine here: the Dockerfile and compose file are kept
+// honest by reading them.
+func TestDockerfile(t *testing.T) {
+	t.Parallel()
+	f, err := os.Open("Dockerfile")
+	require.NoError(t, err)
+	defer f.Close()
+	var froms, users []string
+	var build string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "FROM "):
+			froms = append(froms, line)
+		case strings.HasPrefix(line, "USER "):
+			users = append(users, strings.TrimPrefix(line, "USER "))
+		case strings.HasPrefix(line, "RUN ") && strings.Contains(line, "go build"):
+			build = line
+		}
+	}
+	require.GreaterOrEqual(t, len(froms), 2, "multi-stage build")
+	require.Contains(t, froms[0], " AS build")
+	require.Contains(t, build, "CGO_ENABLED=0", "static binary")
+	require.NotEmpty(t, users, "the final image runs as a named user")
+	user := strings.Split(users[len(users)-1], ":")[0]
+	require.NotContains(t, []string{"root", "0"}, user)
+	require.Contains(t, froms[len(froms)-1], "nonroot")
+}
+
+func TestComposeSplitsRoles(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("docker-compose.yml")
+	require.NoError(t, err)
+	var doc struct {
+		Services map[string]struct {
+			Image       string            `yaml:"image"`
+			Build       any               `yaml:"build"`
+			Command     []string          `yaml:"command"`
+			Environment map[string]string `yaml:"environment"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	require.True(t, strings.HasPrefix(doc.Services["redis"].Image, "redis:7"))
+	require.True(t, strings.HasPrefix(doc.Services["postgres"].Image, "postgres:16"))
+
+	var roleSets [][]string
+	covered := map[string]bool{}
+	for name, svc := range doc.Services {
+		if svc.Build == nil {
+			continue
+		}
+		i := slices.Index(svc.Command, "--roles")
+		require.Positive(t, i, "%s names its roles", name)
+		roles, _, err := app.ResolveRoles([]string{svc.Command[i+1]})
+		require.NoError(t, err, name)
+		roleSets = append(roleSets, roles)
+		for _, r := range roles {
+			covered[r] = true
+		}
+		require.NotEmpty(t, svc.Environment["PRESENCED_REDIS_URL"], name)
+		require.NotEmpty(t, svc.Environment["PRESENCED_POSTGRES_URL"], name)
+		require.Equal(t, "false", svc.Environment["PRESENCED_AUTH_DEV_SECRETS"], name)
+	}
+	require.GreaterOrEqual(t, len(roleSets), 2, "presenced runs at least twice")
+	require.NotEqual(t, roleSets[0], roleSets[1])
+	for _, r := range app.RoleNames() {
+		if r != "all" {
+			require.True(t, covered[r], "role %s runs somewhere", r)
+		}
+	}
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "presenced")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
+func TestCommandLine(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	data := t.TempDir()
+	run := func(args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "PRESENCED_DATA_DIR="+data)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return stdout.String(), stderr.String(), code
+	}
+
+	_, stderr, code := run("serve", "--roles", "ingest,bogus")
+	require.Equal(t, 1, code)
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %q", stderr)
+	require.Contains(t, stderr, "valid roles are ingest, count, presence, admit, browse, booking, worker, all")
+
+	_, stderr, code = run("serve", "--roles=")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "valid roles are")
+
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(), "PRESENCED_HTTP_SHUTDOWN_TIMEOUT=soon")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "PRESENCED_HTTP_SHUTDOWN_TIMEOUT")
+	require.Contains(t, string(out), "http.shutdown_timeout")
+
+	tok, _, code := run("token", "--user", "alice", "--ttl", "10m")
+	require.Zero(t, code)
+	require.Equal(t, 3, len(strings.Split(strings.TrimSpace(tok), ".")), "a JWT on stdout only")
+	key1, _, _ := run("token", "--api-key")
+	key2, _, _ := run("token", "--api-key")
+	require.NotEmpty(t, strings.TrimSpace(key1))
+	require.Equal(t, key1, key2, "the development API key is generated once")
+	_, stderr, code = run("token")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "--user")
+
+	stdout, _, code := run("roles")
+	require.Zero(t, code)
+	require.Contains(t, stdout, "waitingroom.admit")
+	stdout, _, code = run("version")
+	require.Zero(t, code)
+	require.Contains(t, stdout, "presenced")
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against real Redis and PostgreSQL. The test
+# helpers start private servers from redis-server and the PostgreSQL server
+# binaries; this script makes sure redis-server is installed first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing redis-server (the tests need a real Redis)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "the tests need redis-server: apt-get install redis-server (or brew install redis)" >&2
+    exit 1
+  fi
+fi
+
+exec go test -race -count=1 -timeout 40m "$@" ./...

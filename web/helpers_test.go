@@ -1,0 +1,11 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+func jsonDecode(resp *http.Response, v any) error {
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}

@@ -1,0 +1,65 @@
+package web
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// realtimeKey marks a request that became a long-lived stream, whose
+// duration says nothing about request latency.
+const realtimeKey = "presenced.realtime"
+
+type httpMetrics struct {
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
+	m := &httpMetrics{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "presenced_http_request_duration_seconds",
+			Help:    "HTTP request latency by route template (not raw path), method and status code.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"method", "route", "code"}),
+	}
+	if err := reg.Register(m.duration); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if c.Get(realtimeKey) != nil {
+			return err
+		}
+		status := c.Response().Status
+		if err != nil {
+			status = statusOf(err)
+		}
+		route := c.Path()
+		if route == "" {
+			// Unmatched paths would give every probe its own series.
+			route = "unmatched"
+		}
+		m.duration.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
+		return err
+	}
+}
+
+func statusOf(err error) int {
+	var apiErr *Error
+	var httpErr *echo.HTTPError
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr.Status
+	case errors.As(err, &httpErr):
+		return httpErr.Code
+	}
+	return 500
+}

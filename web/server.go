@@ -1,0 +1,219 @@
+// Package web is the HTTP plumbing shared by every module: the echo server
+// with its middleware, the JSON error shape, health and metrics endpoints,
+// and WebSocket and SSE connections that drain cleanly on shutdown.
+package web
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/presenced/presenced/config"
+)
+
+// Check reports whether one dependency answers.
+type Check func(ctx context.Context) error
+
+// Server is the HTTP server of one process.
+type Server struct {
+	Echo    *echo.Echo
+	Sockets *Sockets
+
+	cfg      config.Config
+	log      *slog.Logger
+	http     *http.Server
+	draining atomic.Bool
+
+	mu     sync.Mutex
+	checks map[string]Check
+}
+
+// NewServer builds the echo server with request ids, access logs, panic
+// recovery, the body limit, metrics and the health endpoints.
+func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*Server, error) {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = ErrorHandler(log)
+	e.IPExtractor = ipExtractor(cfg.HTTP.TrustedProxies)
+
+	hm, err := newHTTPMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	sockets, err := NewSockets(cfg.Realtime, reg, log)
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, checks: map[string]Check{}}
+
+	e.Use(middleware.RequestID())
+	e.Use(accessLog(log))
+	e.Use(hm.middleware)
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			log.Error("panic in handler", "err", err, "route", c.Path(), "stack", string(stack))
+			return err
+		},
+	}))
+	e.Use(middleware.BodyLimit(strconv.FormatInt(cfg.HTTP.BodyLimitBytes, 10)))
+
+	e.GET("/healthz", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	})
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	return s, nil
+}
+
+// AddCheck registers a readiness check, e.g. a store ping.
+func (s *Server) AddCheck(name string, check Check) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks[name] = check
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	if s.draining.Load() {
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "draining"})
+	}
+	s.mu.Lock()
+	names := make([]string, 0, len(s.checks))
+	for n := range s.checks {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	results := make(map[string]string, len(names))
+	var wg sync.WaitGroup
+	var rmu sync.Mutex
+	ready := true
+	for _, n := range names {
+		s.mu.Lock()
+		check := s.checks[n]
+		s.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := "ok"
+			if err := check(ctx); err != nil {
+				s.log.Warn("readiness check failed", "check", n, "err", err)
+				res = "unavailable"
+			}
+			rmu.Lock()
+			results[n] = res
+			if res != "ok" {
+				ready = false
+			}
+			rmu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if !ready {
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unready", "checks": results})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "checks": results})
+}
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.http = &http.Server{
+		Handler:           s.Echo,
+		ReadHeaderTimeout: s.cfg.HTTP.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.HTTP.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	var err error
+	if s.cfg.HTTP.TLSCert != "" {
+		s.http.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		err = s.http.ServeTLS(ln, s.cfg.HTTP.TLSCert, s.cfg.HTTP.TLSKey)
+	} else {
+		err = s.http.Serve(ln)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, tells every WebSocket and SSE client to come back
+// after a jittered delay, and waits for in-flight requests, all within ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	var httpErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if s.http != nil {
+			httpErr = s.http.Shutdown(ctx)
+		}
+	}()
+	sockErr := s.Sockets.CloseAll(ctx)
+	<-done
+	return errors.Join(httpErr, sockErr)
+}
+
+// Draining tells whether shutdown has begun.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+func ipExtractor(trusted []string) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	var opts []echo.TrustOption
+	opts = append(opts, echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false))
+	for _, cidr := range trusted {
+		if _, n, err := net.ParseCIDR(cidr); err == nil {
+			opts = append(opts, echo.TrustIPRange(n))
+		}
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
+func accessLog(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			status := c.Response().Status
+			if err != nil {
+				status = statusOf(err)
+			}
+			level := slog.LevelInfo
+			switch c.Path() {
+			case "/healthz", "/readyz", "/metrics":
+				level = slog.LevelDebug
+			}
+			if status >= 500 {
+				level = slog.LevelWarn
+			}
+			log.LogAttrs(c.Request().Context(), level, "http",
+				slog.String("method", c.Request().Method),
+				slog.String("route", c.Path()),
+				slog.String("path", c.Request().URL.Path),
+				slog.Int("status", status),
+				slog.Duration("duration", time.Since(start)),
+				slog.Int64("bytes", c.Response().Size),
+				slog.String("ip", c.RealIP()),
+				slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+			)
+			return err
+		}
+	}
+}

@@ -1,0 +1,211 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type bundle struct {
+	srv  *Server
+	url  string
+	conn chan *Conn
+}
+
+func setup(t *testing.T, mutate func(*config.Config)) bundle {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Realtime.SendQueue = 4
+	cfg.Realtime.MaxMessageBytes = 64
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	s, err := NewServer(cfg, prometheus.NewRegistry(), testenv.Logger())
+	require.NoError(t, err)
+	b := bundle{srv: s, conn: make(chan *Conn, 1)}
+	s.Echo.GET("/ws", func(c echo.Context) error {
+		conn, err := s.Sockets.Upgrade(c, "test")
+		if err != nil {
+			return err
+		}
+		b.conn <- conn
+		for {
+			msg, err := conn.Read()
+			if err != nil {
+				return nil
+			}
+			conn.Send(msg) // echo
+		}
+	})
+	ts := httptest.NewServer(s.Echo)
+	t.Cleanup(ts.Close)
+	b.url = ts.URL
+	return b
+}
+
+func dial(t *testing.T, url string, hdr http.Header) (*websocket.Conn, *http.Response, error) {
+	t.Helper()
+	c, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(url, "http")+"/ws", hdr)
+	if c != nil {
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	return c, resp, err
+}
+
+func TestOriginCheck(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Config) { c.Realtime.AllowedOrigins = []string{"https://app.example"} })
+	_, _, err := dial(t, b.url, nil)
+	require.NoError(t, err, "no Origin: a server or CLI client")
+	_, _, err = dial(t, b.url, http.Header{"Origin": {"https://app.example"}})
+	require.NoError(t, err, "configured origin")
+	_, resp, err := dial(t, b.url, http.Header{"Origin": {"https://evil.example"}})
+	require.Error(t, err)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	host := strings.TrimPrefix(b.url, "http://")
+	_, _, err = dial(t, b.url, http.Header{"Origin": {"http://" + host}})
+	require.NoError(t, err, "same host")
+}
+
+func TestEchoAndOversizeFrame(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	c, _, err := dial(t, b.url, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.WriteMessage(websocket.TextMessage, []byte("hi")))
+	_, msg, err := c.ReadMessage()
+	require.NoError(t, err)
+	require.Equal(t, "hi", string(msg))
+
+	require.NoError(t, c.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", 100))))
+	_, _, err = c.ReadMessage()
+	var ce *websocket.CloseError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, websocket.CloseMessageTooBig, ce.Code)
+}
+
+func TestSlowConsumerIsDroppedWithoutBlockingTheSender(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	c, _, err := dial(t, b.url, nil)
+	require.NoError(t, err)
+	conn := <-b.conn
+	// The client reads nothing; the kernel buffers fill, then the queue.
+	big := []byte(strings.Repeat("y", 60_000))
+	start := time.Now()
+	dropped := false
+	for i := 0; i < 2000 && !dropped; i++ {
+		dropped = !conn.Send(big)
+	}
+	require.True(t, dropped, "a client that never reads is dropped")
+	require.Less(t, time.Since(start), 5*time.Second, "Send never waits on the client")
+	select {
+	case <-conn.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("dropped connection not closed")
+	}
+	_ = c
+}
+
+func TestSSEStreamsHubMessagesAndDrains(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Config) {
+		c.Realtime.SSEKeepalive = 50 * time.Millisecond
+		c.Realtime.ReconnectMinWait, c.Realtime.ReconnectMaxWait = time.Second, 2*time.Second
+	})
+	h, err := hub.New(testenv.Redis(t), prometheus.NewRegistry(), testenv.Logger())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	topic := testenv.Prefix(t) + "{sse}"
+	b.srv.Echo.GET("/sse", func(c echo.Context) error {
+		q := h.NewQueue(8)
+		if err := h.Subscribe(c.Request().Context(), topic, q); err != nil {
+			return err
+		}
+		defer h.Unsubscribe(topic, q)
+		st, err := b.srv.Sockets.OpenSSE(c, "test")
+		if err != nil {
+			return err
+		}
+		if err := st.Send(SSEEvent{Event: "reset", Data: []byte("{}")}); err != nil {
+			st.Close()
+			return nil
+		}
+		return st.Serve(q, func(m hub.Message) (SSEEvent, bool) {
+			return SSEEvent{Event: "update", Data: m.Payload}, true
+		})
+	})
+	resp, err := http.Get(b.url + "/sse")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	r := bufio.NewReader(resp.Body)
+	readEvent := func() (string, string) {
+		var ev, data string
+		for {
+			line, err := r.ReadString('\n')
+			require.NoError(t, err)
+			line = strings.TrimRight(line, "\n")
+			switch {
+			case line == "" && (ev != "" || data != ""):
+				return ev, data
+			case strings.HasPrefix(line, "event: "):
+				ev = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				data = strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}
+	ev, _ := readEvent()
+	require.Equal(t, "reset", ev)
+	testenv.Eventually(t, 5*time.Second, func() bool { return h.Subscribers(topic) == 1 }, "subscribed")
+	require.NoError(t, h.Publish(context.Background(), topic, []byte(`{"n":1}`)))
+	ev, data := readEvent()
+	require.Equal(t, "update", ev)
+	require.Equal(t, `{"n":1}`, data)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go func() { _ = b.srv.Sockets.CloseAll(ctx) }()
+	ev, data = readEvent()
+	require.Equal(t, "reconnect", ev)
+	require.Contains(t, data, "reconnectMs")
+	testenv.Eventually(t, 5*time.Second, func() bool { return b.srv.Sockets.Live() == 0 }, "stream untracked")
+}
+
+func TestErrorShape(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.srv.Echo.GET("/busy", func(echo.Context) error { return Unavailable(2*time.Second, "store down") })
+	b.srv.Echo.GET("/taken", func(echo.Context) error {
+		e := Errorf(409, "seats_unavailable", "taken")
+		e.Details = map[string]any{"seats": []string{"A-1"}}
+		return e
+	})
+	resp, err := http.Get(b.url + "/busy")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 503, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	resp, err = http.Get(b.url + "/taken")
+	require.NoError(t, err)
+	var body map[string]map[string]any
+	require.NoError(t, jsonDecode(resp, &body))
+	require.Equal(t, "seats_unavailable", body["error"]["code"])
+	require.Equal(t, []any{"A-1"}, body["error"]["seats"])
+}

@@ -1,0 +1,409 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/hub"
+)
+
+// Close codes presenced sends besides the standard ones.
+const (
+	// CloseServiceRestart (1012) carries {"reconnectMs":N}: come back after N ms.
+	CloseServiceRestart = websocket.CloseServiceRestart
+	// CloseSlowConsumer: the client did not read fast enough and was dropped.
+	CloseSlowConsumer = 4008
+	// CloseTooLarge (1009): a frame exceeded realtime.max_message_bytes.
+	CloseTooLarge = websocket.CloseMessageTooBig
+	// ClosePolicy (1008): the client broke a rule (auth expired, flooding).
+	ClosePolicy = websocket.ClosePolicyViolation
+)
+
+// ErrClosed is returned by Read once the connection is closed.
+var ErrClosed = errors.New("connection closed")
+
+// Sockets upgrades, tracks and drains the WebSocket and SSE connections of
+// one process.
+type Sockets struct {
+	cfg      config.Realtime
+	log      *slog.Logger
+	upgrader websocket.Upgrader
+
+	mu      sync.Mutex
+	live    map[drainer]struct{}
+	closing bool
+	allDone chan struct{} // closed when closing and live is empty
+
+	open   *prometheus.GaugeVec
+	queued prometheus.Gauge
+	drops  *prometheus.CounterVec
+}
+
+// drainer is a live connection that can be told to go away.
+type drainer interface {
+	drain(reconnect time.Duration)
+}
+
+// NewSockets prepares the upgrader with the origin check and buffer sizes
+// that keep an idle connection small: the read buffer reuses the one of the
+// hijacked HTTP connection and write buffers come from a shared pool.
+func NewSockets(cfg config.Realtime, reg prometheus.Registerer, log *slog.Logger) (*Sockets, error) {
+	s := &Sockets{
+		cfg:     cfg,
+		log:     log,
+		live:    map[drainer]struct{}{},
+		allDone: make(chan struct{}),
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "presenced_realtime_connections",
+			Help: "Open WebSocket and SSE connections by endpoint kind.",
+		}, []string{"kind"}),
+		queued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "presenced_realtime_send_queue_messages",
+			Help: "Messages waiting in WebSocket send queues, summed over connections.",
+		}),
+		drops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presenced_realtime_dropped_connections_total",
+			Help: "Connections closed by the server, by reason.",
+		}, []string{"reason"}),
+	}
+	for _, c := range []prometheus.Collector{s.open, s.queued, s.drops} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	s.upgrader = websocket.Upgrader{
+		HandshakeTimeout: 10 * time.Second,
+		WriteBufferPool:  &sync.Pool{},
+		CheckOrigin:      originChecker(cfg.AllowedOrigins),
+	}
+	return s, nil
+}
+
+// originChecker allows clients without an Origin (servers, CLIs), browsers
+// on the same host, and the configured origins ("*" for any).
+func originChecker(allowed []string) func(r *http.Request) bool {
+	set := map[string]bool{}
+	for _, o := range allowed {
+		set[strings.ToLower(strings.TrimRight(o, "/"))] = true
+	}
+	return func(r *http.Request) bool {
+		origin := r.Header.Get("Origin")
+		if origin == "" || set["*"] {
+			return true
+		}
+		if set[strings.ToLower(origin)] {
+			return true
+		}
+		u, err := url.Parse(origin)
+		return err == nil && strings.EqualFold(u.Host, r.Host)
+	}
+}
+
+// Conn is one WebSocket connection. The handler goroutine that upgraded it
+// reads; writes need no goroutine of their own while idle: Send queues the
+// message and starts a writer only when one is not already running.
+type Conn struct {
+	ws   *websocket.Conn
+	s    *Sockets
+	kind string
+
+	mu      sync.Mutex
+	queue   [][]byte
+	writing bool
+	closed  bool
+	ping    *time.Timer
+	done    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// Upgrade turns the request into a WebSocket of the given kind (a label for
+// metrics: "presence", "viewers", ...). During shutdown it refuses with 503.
+func (s *Sockets) Upgrade(c echo.Context, kind string) (*Conn, error) {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return nil, Unavailable(s.cfg.ReconnectMaxWait, "server is restarting")
+	}
+	ws, err := s.upgrader.Upgrade(c.Response(), c.Request(), nil)
+	if err != nil {
+		// The upgrader has already answered the client.
+		c.Set(realtimeKey, true)
+		return nil, fmt.Errorf("websocket upgrade: %w", err)
+	}
+	c.Set(realtimeKey, true)
+	ws.SetReadLimit(s.cfg.MaxMessageBytes)
+	_ = ws.SetReadDeadline(time.Now().Add(s.cfg.PongTimeout))
+	ws.SetPongHandler(func(string) error {
+		return ws.SetReadDeadline(time.Now().Add(s.cfg.PongTimeout))
+	})
+	conn := &Conn{ws: ws, s: s, kind: kind, done: make(chan struct{})}
+	conn.ctx, conn.cancel = context.WithCancel(context.Background())
+	if !s.track(conn) {
+		conn.closeNow(CloseServiceRestart, reconnectReason(s.cfg))
+		return nil, ErrClosed
+	}
+	s.open.WithLabelValues(kind).Inc()
+	conn.mu.Lock()
+	conn.ping = time.AfterFunc(s.cfg.PingInterval, conn.sendPing)
+	conn.mu.Unlock()
+	return conn, nil
+}
+
+// Read returns the next text or binary message. It fails once the connection
+// is closed, the peer goes silent past pong_timeout, or a frame is too large
+// (then the peer gets a 1009 close).
+func (c *Conn) Read() ([]byte, error) {
+	_, msg, err := c.ws.ReadMessage()
+	if err != nil {
+		if errors.Is(err, websocket.ErrReadLimit) {
+			c.Close(CloseTooLarge, "message too large")
+		} else {
+			c.Close(websocket.CloseNormalClosure, "")
+		}
+		return nil, fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	_ = c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.PongTimeout))
+	return msg, nil
+}
+
+// Send queues msg without blocking. A client whose queue is full is too slow
+// and is dropped with close code 4008; Send then returns false.
+func (c *Conn) Send(msg []byte) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	if len(c.queue) >= c.s.cfg.SendQueue {
+		c.mu.Unlock()
+		c.s.drops.WithLabelValues("slow_consumer").Inc()
+		c.Close(CloseSlowConsumer, "slow consumer")
+		return false
+	}
+	c.queue = append(c.queue, msg)
+	c.s.queued.Inc()
+	start := !c.writing
+	c.writing = true
+	c.mu.Unlock()
+	if start {
+		go c.flush()
+	}
+	return true
+}
+
+// SendJSON marshals v and queues it.
+func (c *Conn) SendJSON(v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.s.log.Error("websocket: marshal", "err", err)
+		return false
+	}
+	return c.Send(b)
+}
+
+// Deliver makes a Conn a hub subscriber: each message's payload is sent as
+// is. Resync notices are ignored; modules that mirror state wrap the Conn.
+func (c *Conn) Deliver(m hub.Message) {
+	if !m.Resync {
+		c.Send(m.Payload)
+	}
+}
+
+// QueueLen is the number of messages waiting to be written.
+func (c *Conn) QueueLen() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
+// Done is closed when the connection is closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Context ends when the connection closes (the request's context says
+// nothing once the connection is hijacked).
+func (c *Conn) Context() context.Context { return c.ctx }
+
+func (c *Conn) flush() {
+	for {
+		c.mu.Lock()
+		if c.closed || len(c.queue) == 0 {
+			c.s.queued.Sub(float64(len(c.queue)))
+			c.queue = nil
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
+		batch := c.queue
+		c.queue = nil
+		c.mu.Unlock()
+		c.s.queued.Sub(float64(len(batch)))
+		for _, msg := range batch {
+			_ = c.ws.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+				c.s.drops.WithLabelValues("write_failed").Inc()
+				c.closeNow(websocket.CloseAbnormalClosure, "")
+				c.mu.Lock()
+				c.writing = false
+				c.mu.Unlock()
+				return
+			}
+		}
+	}
+}
+
+func (c *Conn) sendPing() {
+	err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.s.cfg.WriteTimeout))
+	if err != nil {
+		c.closeNow(websocket.CloseAbnormalClosure, "")
+		return
+	}
+	c.mu.Lock()
+	if !c.closed {
+		c.ping.Reset(c.s.cfg.PingInterval)
+	}
+	c.mu.Unlock()
+}
+
+// Close sends a close frame with code and reason, then closes the
+// connection after a short grace for the peer's reply. Safe to call twice.
+func (c *Conn) Close(code int, reason string) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.stop()
+	if code != websocket.CloseAbnormalClosure {
+		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	}
+	// Unblock the reader soon; it sees the peer's close reply or a timeout.
+	_ = c.ws.SetReadDeadline(time.Now().Add(time.Second))
+	time.AfterFunc(time.Second, func() { _ = c.ws.Close() })
+}
+
+// closeNow closes without waiting for the peer.
+func (c *Conn) closeNow(code int, reason string) {
+	c.mu.Lock()
+	already := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if already {
+		return
+	}
+	c.stop()
+	if code != websocket.CloseAbnormalClosure {
+		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	}
+	_ = c.ws.Close()
+}
+
+func (c *Conn) stop() {
+	c.mu.Lock()
+	if c.ping != nil {
+		c.ping.Stop()
+	}
+	c.mu.Unlock()
+	c.cancel()
+	close(c.done)
+	c.s.untrack(c)
+	c.s.open.WithLabelValues(c.kind).Dec()
+}
+
+func (c *Conn) drain(reconnect time.Duration) {
+	c.Close(CloseServiceRestart, reconnectJSON(reconnect))
+}
+
+func (s *Sockets) track(d drainer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.live[d] = struct{}{}
+	return true
+}
+
+func (s *Sockets) untrack(d drainer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.live, d)
+	if s.closing && len(s.live) == 0 {
+		select {
+		case <-s.allDone:
+		default:
+			close(s.allDone)
+		}
+	}
+}
+
+// Live is the number of open connections.
+func (s *Sockets) Live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
+
+// CloseAll refuses new connections and tells every live one to reconnect
+// after its own random delay within [reconnect_min_wait, reconnect_max_wait],
+// so a restart does not become a reconnect storm. It returns when all are
+// closed or ctx ends.
+func (s *Sockets) CloseAll(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	live := make([]drainer, 0, len(s.live))
+	for d := range s.live {
+		live = append(live, d)
+	}
+	if len(s.live) == 0 {
+		select {
+		case <-s.allDone:
+		default:
+			close(s.allDone)
+		}
+	}
+	s.mu.Unlock()
+	for _, d := range live {
+		d.drain(reconnectDelay(s.cfg))
+	}
+	select {
+	case <-s.allDone:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close realtime connections: %d still open: %w", s.Live(), ctx.Err())
+	}
+}
+
+func reconnectDelay(cfg config.Realtime) time.Duration {
+	lo, hi := cfg.ReconnectMinWait, cfg.ReconnectMaxWait
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(rand.Int64N(int64(hi-lo)))
+}
+
+func reconnectReason(cfg config.Realtime) string {
+	return reconnectJSON(reconnectDelay(cfg))
+}
+
+// reconnectJSON is the close reason of a restart: {"reconnectMs":N}.
+func reconnectJSON(d time.Duration) string {
+	return fmt.Sprintf(`{"reconnectMs":%d}`, d.Milliseconds())
+}
