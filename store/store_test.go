@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -136,4 +137,47 @@ func TestRedact(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "postgres://u:xxxxx@h:5432/db", store.Redact("postgres://u:secret@h:5432/db"))
 	require.Equal(t, "redis://h:6379", store.Redact("redis://h:6379"))
+}
+
+func TestLeaseHasOneHolder(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	key := store.NewKeyspace(testenv.Prefix(t)).Entity("event", "e1").Key("tick")
+	a := store.NewLease(rdb, key, time.Second)
+	b := store.NewLease(rdb, key, time.Second)
+	ok, err := a.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = b.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.False(t, ok, "held by a")
+	ok, err = a.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.True(t, ok, "a renews")
+	require.NoError(t, b.Release(ctx))
+	ok, _ = b.TryAcquire(ctx)
+	require.False(t, ok, "b's release did not free a's lease")
+	require.NoError(t, a.Release(ctx))
+	ok, _ = b.TryAcquire(ctx)
+	require.True(t, ok, "free after a released")
+}
+
+func TestAdvisoryLockHasOneHolder(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Postgres(t)
+	ctx := context.Background()
+	name := t.Name()
+	l1, err := store.TryAdvisoryLock(ctx, pool, name)
+	require.NoError(t, err)
+	require.NotNil(t, l1)
+	l2, err := store.TryAdvisoryLock(ctx, pool, name)
+	require.NoError(t, err)
+	require.Nil(t, l2)
+	require.True(t, l1.Alive(ctx))
+	l1.Release()
+	l3, err := store.TryAdvisoryLock(ctx, pool, name)
+	require.NoError(t, err)
+	require.NotNil(t, l3)
+	l3.Release()
 }

@@ -1,0 +1,187 @@
+// Package keyring holds Ed25519 signing keys with key ids, so signatures
+// (session cookies, admission passes) can be verified with public keys only
+// and keys can rotate: sign with the active key, accept every listed one.
+package keyring
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Ring is a set of Ed25519 keys by id; one of them may sign.
+type Ring struct {
+	activeID string
+	private  ed25519.PrivateKey
+	public   map[string]ed25519.PublicKey
+	order    []string
+}
+
+// Parse builds a ring from config strings. signing is "kid:base64(32-byte
+// seed)" and may be empty on verify-only processes; each of verify is
+// "kid:base64(32-byte public key)". The signing key's public half is always
+// accepted.
+func Parse(signing string, verify []string) (*Ring, error) {
+	r := &Ring{public: map[string]ed25519.PublicKey{}}
+	if signing != "" {
+		kid, raw, err := split(signing)
+		if err != nil {
+			return nil, fmt.Errorf("signing key: %w", err)
+		}
+		if len(raw) != ed25519.SeedSize {
+			return nil, fmt.Errorf("signing key %s: want a %d-byte seed, got %d bytes", kid, ed25519.SeedSize, len(raw))
+		}
+		r.activeID, r.private = kid, ed25519.NewKeyFromSeed(raw)
+		r.add(kid, r.private.Public().(ed25519.PublicKey))
+	}
+	for _, v := range verify {
+		kid, raw, err := split(v)
+		if err != nil {
+			return nil, fmt.Errorf("verify key: %w", err)
+		}
+		if len(raw) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("verify key %s: want a %d-byte public key, got %d bytes", kid, ed25519.PublicKeySize, len(raw))
+		}
+		if prev, ok := r.public[kid]; ok && !prev.Equal(ed25519.PublicKey(raw)) {
+			return nil, fmt.Errorf("verify key %s: the id names two different keys", kid)
+		}
+		r.add(kid, raw)
+	}
+	if len(r.public) == 0 {
+		return nil, errors.New("no keys")
+	}
+	return r, nil
+}
+
+func (r *Ring) add(kid string, pub ed25519.PublicKey) {
+	if _, ok := r.public[kid]; !ok {
+		r.order = append(r.order, kid)
+	}
+	r.public[kid] = pub
+}
+
+func split(s string) (string, []byte, error) {
+	kid, b64, ok := strings.Cut(strings.TrimSpace(s), ":")
+	if !ok || kid == "" || b64 == "" {
+		return "", nil, errors.New(`want "kid:base64"`)
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		if raw, err = base64.RawURLEncoding.DecodeString(b64); err != nil {
+			return "", nil, fmt.Errorf("key %s: not base64", kid)
+		}
+	}
+	return kid, raw, nil
+}
+
+// CanSign tells whether the ring holds a private key.
+func (r *Ring) CanSign() bool { return r.private != nil }
+
+// ActiveID is the id of the signing key.
+func (r *Ring) ActiveID() string { return r.activeID }
+
+// Sign signs msg with the active key and returns the key id with the
+// signature.
+func (r *Ring) Sign(msg []byte) (string, []byte, error) {
+	if r.private == nil {
+		return "", nil, errors.New("keyring: no signing key on this process")
+	}
+	return r.activeID, ed25519.Sign(r.private, msg), nil
+}
+
+// PrivateKey is the active signing key (for JWT libraries), or nil.
+func (r *Ring) PrivateKey() ed25519.PrivateKey { return r.private }
+
+// Public returns the public key for kid.
+func (r *Ring) Public(kid string) (ed25519.PublicKey, bool) {
+	k, ok := r.public[kid]
+	return k, ok
+}
+
+// Verify checks sig over msg with the key named kid.
+func (r *Ring) Verify(kid string, msg, sig []byte) bool {
+	k, ok := r.public[kid]
+	return ok && ed25519.Verify(k, msg, sig)
+}
+
+// JWKS renders the public keys as a JSON Web Key Set (OKP / Ed25519).
+func (r *Ring) JWKS() map[string]any {
+	keys := make([]map[string]string, 0, len(r.order))
+	for _, kid := range r.order {
+		keys = append(keys, map[string]string{
+			"kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "use": "sig", "kid": kid,
+			"x": base64.RawURLEncoding.EncodeToString(r.public[kid]),
+		})
+	}
+	return map[string]any{"keys": keys}
+}
+
+// Generate returns a new "kid:base64(seed)" signing key string and its
+// "kid:base64(public)" verify string.
+func Generate(kid string) (signing, verify string, err error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	enc := base64.StdEncoding.EncodeToString
+	return kid + ":" + enc(priv.Seed()), kid + ":" + enc(pub), nil
+}
+
+type devFile struct {
+	Signing string `json:"signing"`
+}
+
+// LoadOrCreateDev returns a development ring stored in dataDir/keys/name.json,
+// generating it on first use so restarts keep verifying what was signed.
+func LoadOrCreateDev(dataDir, name string) (*Ring, error) {
+	path := filepath.Join(dataDir, "keys", name+".json")
+	read := func() (*Ring, error) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		var f devFile
+		if err := json.Unmarshal(data, &f); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return Parse(f.Signing, nil)
+	}
+	if r, err := read(); err == nil {
+		return r, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	signing, _, err := Generate("dev-" + time.Now().UTC().Format("20060102"))
+	if err != nil {
+		return nil, err
+	}
+	data, _ := json.Marshal(devFile{Signing: signing})
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		for i := 0; i < 50; i++ { // another process is writing it
+			if r, err := read(); err == nil {
+				return r, nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return read()
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		return nil, err
+	}
+	return Parse(signing, nil)
+}
