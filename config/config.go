@@ -30,6 +30,7 @@ type Config struct {
 	Redis    Redis    `yaml:"redis"`
 	Postgres Postgres `yaml:"postgres"`
 	Auth     Auth     `yaml:"auth"`
+	Presence Presence `yaml:"presence"`
 }
 
 // Log configures structured logging.
@@ -157,6 +158,7 @@ func Default() Config {
 			JWKSRefresh: 5 * time.Minute,
 			DevSecrets:  true,
 		},
+		Presence: defaultPresence(),
 	}
 }
 
@@ -227,6 +229,7 @@ func (c *Config) Validate() error {
 	if c.Postgres.MaxConns <= 0 || c.Postgres.ReadOnlyMaxConns <= 0 || c.Postgres.WebhookMaxConns <= 0 {
 		bad("postgres.max_conns", "pool sizes must be positive")
 	}
+	validatePresence(c.Presence, bad)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))

@@ -225,6 +225,10 @@ func (c *Conn) Deliver(m hub.Message) {
 	}
 }
 
+// SetReadLimit replaces realtime.max_message_bytes for this connection, for
+// protocols whose requests are legitimately larger (a subscription list).
+func (c *Conn) SetReadLimit(n int64) { c.ws.SetReadLimit(n) }
+
 // QueueLen is the number of messages waiting to be written.
 func (c *Conn) QueueLen() int {
 	c.mu.Lock()

@@ -1,0 +1,258 @@
+package presence
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/web"
+)
+
+// gateway serves /v1/presence/ws.
+type gateway struct {
+	mod       *Module
+	cfg       config.Presence
+	f         *fanout
+	m         *metrics
+	highWater int
+
+	wg sync.WaitGroup // connection goroutines, waited for at shutdown
+}
+
+func newGateway(m *Module, sendQueue int) *gateway {
+	hw := sendQueue / 2
+	if hw < 1 {
+		hw = 1
+	}
+	return &gateway{mod: m, cfg: m.cfg, f: m.f, m: m.m, highWater: hw}
+}
+
+// opTimeout bounds one request's work against the stores.
+const opTimeout = 5 * time.Second
+
+// handle authenticates, upgrades, and hands the connection to its own
+// goroutine, so the HTTP handler's deep stack does not stay with every idle
+// connection.
+func (g *gateway) handle(c echo.Context) error {
+	tok := auth.TokenFromRequest(c.Request())
+	if tok == "" {
+		return web.Errorf(http.StatusUnauthorized, "unauthorized", "a bearer token is required (Authorization header or ?token=)")
+	}
+	claims, err := g.mod.users.Verify(tok)
+	if err != nil {
+		return web.Errorf(http.StatusUnauthorized, "unauthorized", "the token is not valid")
+	}
+	if !validUserID(claims.Subject) {
+		return web.Errorf(http.StatusUnauthorized, "unauthorized", "the token's subject is not a usable user id")
+	}
+	conn, err := g.mod.sockets.Upgrade(c, "presence")
+	if err != nil {
+		return err
+	}
+	conn.SetReadLimit(g.cfg.MaxFrameBytes)
+	cl := &client{
+		g: g, conn: conn, user: claims.Subject, sid: store.NewToken()[:16], rooms: claims.Rooms,
+		msgs:       newBucket(g.cfg.MessagesPerSecond, g.cfg.MessageBurst),
+		subChanges: newBucket(float64(g.cfg.SubscriptionChangesPerMinute)/60, g.cfg.SubscriptionChangesPerMinute),
+	}
+	if claims.ExpiresAt != nil {
+		cl.exp = claims.ExpiresAt.Unix()
+	}
+	g.wg.Add(1)
+	go cl.serve()
+	return nil
+}
+
+// run serves the gateway's background work until ctx ends, then waits for
+// the connections (closed by the server's drain) to record their closes.
+func (g *gateway) run(ctx context.Context) error {
+	sub := controlSub{g: g}
+	for n := 0; n < g.cfg.Shards; n++ {
+		topic := g.mod.keys.shard(n).control
+		if err := g.mod.hub.Subscribe(ctx, topic, sub); err != nil {
+			return err
+		}
+		defer g.mod.hub.Unsubscribe(topic, sub)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); g.f.runFlusher(ctx, max(2, runtime.GOMAXPROCS(0))) }()
+	go func() { defer wg.Done(); g.gauges(ctx) }()
+	<-ctx.Done()
+	wg.Wait()
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		g.mod.log.Warn("presence: connections still closing at shutdown")
+	}
+	return nil
+}
+
+// gauges counts the sessions of this process by device state.
+func (g *gateway) gauges(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now().UnixNano()
+		var active, inactive, conns int
+		g.f.mu.Lock()
+		users := make([]*localUser, 0, len(g.f.users))
+		for _, lu := range g.f.users {
+			users = append(users, lu)
+		}
+		g.f.mu.Unlock()
+		for _, lu := range users {
+			for _, c := range lu.clientList() {
+				conns++
+				if c.ended.Load() {
+					continue
+				}
+				if c.deviceActive(now) {
+					active++
+				} else {
+					inactive++
+				}
+			}
+		}
+		g.m.sessions.WithLabelValues("active").Set(float64(active))
+		g.m.sessions.WithLabelValues("inactive").Set(float64(inactive))
+	}
+}
+
+// serve runs one connection: open the session, read requests in order,
+// and on a close without session:disconnect start the grace period.
+func (c *client) serve() {
+	g := c.g
+	defer g.wg.Done()
+	if !c.open() {
+		return
+	}
+	g.m.connections.Inc()
+	defer g.m.connections.Dec()
+	for {
+		msg, err := c.conn.Read()
+		if err != nil {
+			break
+		}
+		c.handle(msg)
+	}
+	c.finish()
+}
+
+// open registers the session, its deadline and rooms, attaches the
+// connection to its user here and sends the initial snapshot.
+func (c *client) open() bool {
+	g := c.g
+	ctx, cancel := context.WithTimeout(c.conn.Context(), opTimeout)
+	defer cancel()
+	now := time.Now().UnixNano()
+	c.lastAct.Store(now)
+	c.lastFlush = now
+	res, err := g.mod.st.step(ctx, c.user, "open", c.sid)
+	if errors.Is(err, errTooManySessions) {
+		c.sendError(web.CodeLimitExceeded, "too many sessions for this user; close another device or tab", "", nil)
+		c.conn.Close(web.ClosePolicy, "too many sessions")
+		return false
+	}
+	if err == nil {
+		if err = g.mod.st.ping(ctx, c.sid, c.user, false); err != nil {
+			// Without a deadline a crash would leave the session forever.
+			_, _ = g.mod.st.step(ctx, c.user, "close", c.sid)
+		}
+	}
+	if err == nil && g.cfg.Policy == config.PresencePolicyContacts {
+		err = g.mod.st.setRooms(ctx, c.user, c.rooms)
+	}
+	if err != nil {
+		g.mod.log.Warn("presence: open session", "err", err)
+		c.sendError(web.CodeUnavailable, "presence is unavailable; reconnect later", "", nil)
+		c.conn.Close(1013, "try again later")
+		return false
+	}
+	g.mod.changed(ctx, res)
+	c.armIdle(res.IdleIn)
+
+	c.lu = g.f.attach(c)
+	c.lu.changeMu.Lock()
+	defer c.lu.changeMu.Unlock()
+	if !c.lu.hydrated {
+		// Subscriptions outlive a connection while the user stays online
+		// (a reload within the grace period): follow them again here.
+		ids, err := g.mod.st.subscriptions(ctx, c.user)
+		if err == nil {
+			_, err = g.f.setFollowing(ctx, c.lu, ids)
+		}
+		if err != nil {
+			g.mod.log.Warn("presence: restore subscriptions", "err", err)
+		} else {
+			c.lu.hydrated = true
+		}
+	}
+	c.sendSubjects(c.lu.followed(), "", true)
+	return true
+}
+
+// finish runs when the socket is gone. Unless the session was ended, it
+// lingers for the grace period: its last sign of life is a "closed" ping
+// whose deadline is the grace, so a reconnect within it never shows offline.
+func (c *client) finish() {
+	g := c.g
+	c.markClosed()
+	c.stopIdle()
+	g.f.detach(c)
+	if c.ended.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := g.mod.st.ping(ctx, c.sid, c.user, true); err != nil {
+		// The session still expires at its TTL.
+		g.mod.log.Warn("presence: record close", "err", err)
+	}
+}
+
+// onIdle recomputes the user's status when they may have turned idle.
+func (c *client) onIdle() {
+	if c.ended.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	res, err := c.g.mod.st.step(ctx, c.user, "recompute", c.sid)
+	if err != nil {
+		c.g.mod.log.Warn("presence: idle check", "err", err)
+		c.armIdle(time.Minute)
+		return
+	}
+	c.g.mod.changed(ctx, res)
+	c.armIdle(res.IdleIn)
+}
+
+func (c *client) sendError(code, msg, correlationID string, users []string) {
+	c.g.m.protocolErrs.WithLabelValues(code).Inc()
+	c.conn.Send(web.EventFrame(evError, errorPayload{Code: code, Message: msg, Users: users}, correlationID))
+}
+
+// endSession answers a request on a session that is over and closes: the
+// user is offline, and only a new connection brings them back.
+func (c *client) endSession(correlationID string) {
+	c.ended.Store(true)
+	c.stopIdle()
+	c.sendError(codeInvalidTransition, "this session has ended (the user is offline); only a new connection comes back online", correlationID, nil)
+	c.conn.Close(closeSessionEnded, "session ended")
+}
