@@ -165,8 +165,7 @@ func (c *client) open() bool {
 	c.lastFlush = now
 	res, err := g.mod.st.step(ctx, c.user, "open", c.sid)
 	if errors.Is(err, errTooManySessions) {
-		c.sendError(web.CodeLimitExceeded, "too many sessions for this user; close another device or tab", "", nil)
-		c.conn.Close(web.ClosePolicy, "too many sessions")
+		c.closeWithError(web.CodeLimitExceeded, "too many sessions for this user; close another device or tab", "", web.ClosePolicy, "too many sessions")
 		return false
 	}
 	if err == nil {
@@ -180,8 +179,7 @@ func (c *client) open() bool {
 	}
 	if err != nil {
 		g.mod.log.Warn("presence: open session", "err", err)
-		c.sendError(web.CodeUnavailable, "presence is unavailable; reconnect later", "", nil)
-		c.conn.Close(1013, "try again later")
+		c.closeWithError(web.CodeUnavailable, "presence is unavailable; reconnect later", "", 1013, "try again later")
 		return false
 	}
 	g.mod.changed(ctx, res)
@@ -248,11 +246,17 @@ func (c *client) sendError(code, msg, correlationID string, users []string) {
 	c.conn.Send(web.EventFrame(evError, errorPayload{Code: code, Message: msg, Users: users}, correlationID))
 }
 
+// closeWithError sends an error event, then closes once it is written.
+func (c *client) closeWithError(code, msg, correlationID string, closeCode int, reason string) {
+	c.g.m.protocolErrs.WithLabelValues(code).Inc()
+	c.conn.SendAndClose(web.EventFrame(evError, errorPayload{Code: code, Message: msg}, correlationID), closeCode, reason)
+}
+
 // endSession answers a request on a session that is over and closes: the
 // user is offline, and only a new connection brings them back.
 func (c *client) endSession(correlationID string) {
 	c.ended.Store(true)
 	c.stopIdle()
-	c.sendError(codeInvalidTransition, "this session has ended (the user is offline); only a new connection comes back online", correlationID, nil)
-	c.conn.Close(closeSessionEnded, "session ended")
+	c.closeWithError(codeInvalidTransition, "this session has ended (the user is offline); only a new connection comes back online",
+		correlationID, closeSessionEnded, "session ended")
 }

@@ -53,7 +53,8 @@ func testConfig(t *testing.T) config.Config {
 	cfg.HTTP.ShutdownTimeout = 5 * time.Second
 	p := &cfg.Presence
 	p.IdleThreshold = time.Minute
-	p.PingInterval = time.Second
+	// Sessions live 10 s without pings; tests of the TTL shorten it.
+	p.PingInterval = 5 * time.Second
 	p.MissBudget = 2
 	p.Grace = 600 * time.Millisecond
 	p.SchedulerInterval = 50 * time.Millisecond

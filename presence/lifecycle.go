@@ -91,7 +91,9 @@ func (m *Module) applyPings(ctx context.Context, c *consumer, shard int, msgs []
 		return nil
 	}
 	if err := pingApplyScript.Run(ctx, m.rdb, []string{sk.deadlines, sk.lastSeen}, args...).Err(); err != nil {
-		m.log.Warn("presence: apply pings", "err", err)
+		if ctx.Err() == nil {
+			m.log.Warn("presence: apply pings", "err", err)
+		}
 		return nil
 	}
 	return ids
@@ -128,7 +130,9 @@ func (m *Module) cleanup(ctx context.Context, c *consumer, shard int, msgs []red
 		}
 		res, err := m.st.step(ctx, user, "close", sid)
 		if err != nil {
-			m.log.Warn("presence: cleanup", "err", err)
+			if ctx.Err() == nil {
+				m.log.Warn("presence: cleanup", "err", err)
+			}
 			continue
 		}
 		outcome := "ended"

@@ -36,8 +36,7 @@ func (c *client) handle(msg []byte) {
 		return
 	}
 	if c.exp > 0 && time.Now().Unix() > c.exp {
-		c.sendError(codeUnauthorized, "the token expired; reconnect with a fresh one", env.ID, nil)
-		c.conn.Close(web.ClosePolicy, "token expired")
+		c.closeWithError(codeUnauthorized, "the token expired; reconnect with a fresh one", env.ID, web.ClosePolicy, "token expired")
 		return
 	}
 	if c.ended.Load() {

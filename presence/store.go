@@ -121,7 +121,9 @@ func (s *stateStore) removeFollower(ctx context.Context, user string, subjects [
 	if len(subjects) == 0 {
 		return nil
 	}
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	// One command per subject's key: a plain pipeline keeps each atomic
+	// and works across cluster slots.
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, subj := range subjects {
 			p.SRem(ctx, s.keys.user(subj).followers, user)
 		}

@@ -37,8 +37,9 @@ type subChange struct {
 // watched together with the session, so concurrent changes from two devices
 // serialise and a session that ended meanwhile writes nothing. On a single
 // Redis everything commits in one MULTI/EXEC; on a cluster the subjects'
-// follower sets live in other slots, so they commit right after, grouped by
-// slot (the forward set stays the source of truth, followers an index).
+// follower sets live in other slots, so they are written right after, one
+// pipeline per node (the forward set stays the source of truth, followers
+// an index of it).
 func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, op subOp, ids []string) (subChange, error) {
 	uk := s.keys.user(user)
 	var change subChange
@@ -87,7 +88,9 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 		return subChange{}, fmt.Errorf("presence: change subscriptions: %w", err)
 	}
 	if s.cluster && (len(change.Added) > 0 || len(change.Removed) > 0) {
-		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		// Each follower-set change is one command on its own key, so a
+		// plain pipeline (one round trip per node) keeps each atomic.
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			s.writeReverse(ctx, p, user, change)
 			return nil
 		})

@@ -119,6 +119,35 @@ func TestSetReadLimitRaisesTheFrameLimit(t *testing.T) {
 	require.Equal(t, websocket.CloseMessageTooBig, ce.Code)
 }
 
+// The explanation queued by SendAndClose arrives before the close frame,
+// after everything queued earlier; nothing queued afterwards is sent.
+func TestSendAndCloseWritesTheLastMessageFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Config) { c.Realtime.SendQueue = 64 })
+	c, _, err := dial(t, b.url, nil)
+	require.NoError(t, err)
+	conn := <-b.conn
+	for i := 0; i < 20; i++ {
+		require.True(t, conn.Send([]byte("m")))
+	}
+	conn.SendAndClose([]byte("bye"), 4009, "done")
+	require.False(t, conn.Send([]byte("late")), "nothing after the last message")
+	var got []string
+	for {
+		_, msg, err := c.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, 4009, ce.Code)
+			require.Equal(t, "done", ce.Text)
+			break
+		}
+		got = append(got, string(msg))
+	}
+	require.Len(t, got, 21)
+	require.Equal(t, "bye", got[20])
+}
+
 func TestSlowConsumerIsDroppedWithoutBlockingTheSender(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

@@ -125,7 +125,12 @@ type Conn struct {
 	queue   [][]byte
 	writing bool
 	closed  bool
-	ping    *time.Timer
+	// last is set by SendAndClose: once the queue is written, close with
+	// lastCode and lastReason; nothing more is queued meanwhile.
+	last       bool
+	lastCode   int
+	lastReason string
+	ping       *time.Timer
 	done    chan struct{}
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -186,7 +191,7 @@ func (c *Conn) Read() ([]byte, error) {
 // and is dropped with close code 4008; Send then returns false.
 func (c *Conn) Send(msg []byte) bool {
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || c.last {
 		c.mu.Unlock()
 		return false
 	}
@@ -205,6 +210,26 @@ func (c *Conn) Send(msg []byte) bool {
 		go c.flush()
 	}
 	return true
+}
+
+// SendAndClose queues msg as the last message (an error explaining why)
+// and closes with code and reason once everything queued is written, so
+// the close frame cannot overtake the explanation.
+func (c *Conn) SendAndClose(msg []byte, code int, reason string) {
+	c.mu.Lock()
+	if c.closed || c.last {
+		c.mu.Unlock()
+		return
+	}
+	c.queue = append(c.queue, msg)
+	c.s.queued.Inc()
+	c.last, c.lastCode, c.lastReason = true, code, reason
+	start := !c.writing
+	c.writing = true
+	c.mu.Unlock()
+	if start {
+		go c.flush()
+	}
 }
 
 // SendJSON marshals v and queues it.
@@ -246,6 +271,13 @@ func (c *Conn) Context() context.Context { return c.ctx }
 func (c *Conn) flush() {
 	for {
 		c.mu.Lock()
+		if !c.closed && len(c.queue) == 0 && c.last {
+			c.writing = false
+			code, reason := c.lastCode, c.lastReason
+			c.mu.Unlock()
+			c.Close(code, reason)
+			return
+		}
 		if c.closed || len(c.queue) == 0 {
 			c.s.queued.Sub(float64(len(c.queue)))
 			c.queue = nil
