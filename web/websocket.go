@@ -131,9 +131,9 @@ type Conn struct {
 	lastCode   int
 	lastReason string
 	ping       *time.Timer
-	done    chan struct{}
-	ctx     context.Context
-	cancel  context.CancelFunc
+	done       chan struct{}
+	ctx        context.Context
+	cancel     context.CancelFunc
 }
 
 // Upgrade turns the request into a WebSocket of the given kind (a label for
