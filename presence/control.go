@@ -36,11 +36,12 @@ func (m *Module) fireNotifications(ctx context.Context, st Status, watchers []st
 	pub := st.public()
 	for _, w := range watchers {
 		m.m.notifications.Inc()
-		if err := m.sendControl(ctx, controlMsg{T: "notify", U: w, S: &pub}); err != nil {
-			m.log.Warn("presence: route notification", "err", err)
-		}
+		// Free the watcher's place first: once told, it may ask again.
 		if err := m.st.notified(ctx, w, st.User); err != nil {
 			m.log.Warn("presence: clear notification", "err", err)
+		}
+		if err := m.sendControl(ctx, controlMsg{T: "notify", U: w, S: &pub}); err != nil {
+			m.log.Warn("presence: route notification", "err", err)
 		}
 	}
 }

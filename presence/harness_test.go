@@ -272,6 +272,23 @@ func (c *wsClient) reply(id string) frame {
 	}
 }
 
+// quietReply asserts that request id got no error (success is silent).
+func (c *wsClient) quietReply(id string) {
+	c.t.Helper()
+	deadline := time.After(200 * time.Millisecond)
+	for {
+		select {
+		case f, ok := <-c.frames:
+			if !ok {
+				c.t.Fatalf("%s: connection closed", c.user)
+			}
+			require.NotEqual(c.t, id, f.CorrelationID, "unexpected reply %s %s", f.Event, f.Payload)
+		case <-deadline:
+			return
+		}
+	}
+}
+
 func (c *wsClient) errorReply(id string) errorJSON {
 	c.t.Helper()
 	f := c.reply(id)

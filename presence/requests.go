@@ -209,6 +209,10 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 		c.sendError(web.CodeBadPayload, env.Event+": users is required", env.ID, nil)
 		return
 	}
+	if !c.subChanges.allow(time.Now().UnixNano()) {
+		c.sendError(web.CodeRateLimited, fmt.Sprintf("at most %d subscription changes per minute", g.cfg.SubscriptionChangesPerMinute), env.ID, nil)
+		return
+	}
 	if len(p.Users) > g.cfg.MaxSubscriptions {
 		c.sendError(web.CodeLimitExceeded, fmt.Sprintf("at most %d subscriptions per user", g.cfg.MaxSubscriptions), env.ID, nil)
 		return
@@ -216,10 +220,6 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 	ids, bad, ok := cleanIDs(p.Users)
 	if !ok {
 		c.sendError(web.CodeBadPayload, fmt.Sprintf("%s: %q is not a valid user id", env.Event, truncate(bad, 40)), env.ID, nil)
-		return
-	}
-	if !c.subChanges.allow(time.Now().UnixNano()) {
-		c.sendError(web.CodeRateLimited, fmt.Sprintf("at most %d subscription changes per minute", g.cfg.SubscriptionChangesPerMinute), env.ID, nil)
 		return
 	}
 	if op != subRemove {
