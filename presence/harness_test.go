@@ -114,6 +114,8 @@ type wsClient struct {
 	closed chan *websocket.CloseError
 	seq    int
 	wmu    sync.Mutex
+	// pending holds status updates read but not yet waited for, per user.
+	pending map[string][]statusJSON
 }
 
 type frame struct {
@@ -247,6 +249,7 @@ func (c *wsClient) nextWithin(event string, d time.Duration) frame {
 			if f.Event == event {
 				return f
 			}
+			c.stash(f)
 		case <-deadline:
 			c.t.Fatalf("%s: no %s within %s", c.user, event, d)
 		}
@@ -266,6 +269,7 @@ func (c *wsClient) reply(id string) frame {
 			if f.CorrelationID == id {
 				return f
 			}
+			c.stash(f)
 		case <-deadline:
 			c.t.Fatalf("%s: no reply to %s", c.user, id)
 		}
@@ -283,6 +287,7 @@ func (c *wsClient) quietReply(id string) {
 				c.t.Fatalf("%s: connection closed", c.user)
 			}
 			require.NotEqual(c.t, id, f.CorrelationID, "unexpected reply %s %s", f.Event, f.Payload)
+			c.stash(f)
 		case <-deadline:
 			return
 		}
@@ -312,25 +317,39 @@ func (c *wsClient) statusOf(user, want string) statusJSON {
 	return c.statusWithin(user, want, waitFor)
 }
 
+// Updates read while waiting for one user are kept, in order, for the
+// waits on other users: one frame often carries several users.
+func (c *wsClient) stash(f frame) {
+	if f.Event != "presence:updated" {
+		return
+	}
+	var u updated
+	require.NoError(c.t, json.Unmarshal(f.Payload, &u))
+	if c.pending == nil {
+		c.pending = map[string][]statusJSON{}
+	}
+	for _, st := range u.Users {
+		c.pending[st.User] = append(c.pending[st.User], st)
+	}
+}
+
 func (c *wsClient) statusWithin(user, want string, d time.Duration) statusJSON {
 	c.t.Helper()
 	deadline := time.After(d)
 	for {
+		for len(c.pending[user]) > 0 {
+			st := c.pending[user][0]
+			c.pending[user] = c.pending[user][1:]
+			if st.Status == want {
+				return st
+			}
+		}
 		select {
 		case f, ok := <-c.frames:
 			if !ok {
 				c.t.Fatalf("%s: connection closed while waiting for %s to be %s", c.user, user, want)
 			}
-			if f.Event != "presence:updated" {
-				continue
-			}
-			var u updated
-			require.NoError(c.t, json.Unmarshal(f.Payload, &u))
-			for _, st := range u.Users {
-				if st.User == user && st.Status == want {
-					return st
-				}
-			}
+			c.stash(f)
 		case <-deadline:
 			c.t.Fatalf("%s: %s did not become %s within %s", c.user, user, want, d)
 		}
@@ -340,6 +359,7 @@ func (c *wsClient) statusWithin(user, want string, d time.Duration) statusJSON {
 // quiet asserts that no update about user arrives for d.
 func (c *wsClient) quiet(user string, d time.Duration) {
 	c.t.Helper()
+	require.Empty(c.t, c.pending[user], "unexpected update of %s", user)
 	deadline := time.After(d)
 	for {
 		select {
@@ -347,14 +367,8 @@ func (c *wsClient) quiet(user string, d time.Duration) {
 			if !ok {
 				return
 			}
-			if f.Event != "presence:updated" {
-				continue
-			}
-			var u updated
-			require.NoError(c.t, json.Unmarshal(f.Payload, &u))
-			for _, st := range u.Users {
-				require.NotEqual(c.t, user, st.User, "unexpected update %s", f.Payload)
-			}
+			c.stash(f)
+			require.Empty(c.t, c.pending[user], "unexpected update of %s: %s", user, f.Payload)
 		case <-deadline:
 			return
 		}
