@@ -82,12 +82,9 @@ func (g *gateway) run(ctx context.Context) error {
 		}
 		defer g.mod.hub.Unsubscribe(topic, sub)
 	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); g.f.runFlusher(ctx, max(2, runtime.GOMAXPROCS(0))) }()
-	go func() { defer wg.Done(); g.gauges(ctx) }()
-	<-ctx.Done()
-	wg.Wait()
+	count := g.countSessions
+	g.m.sessions.count.Store(&count)
+	g.f.runFlusher(ctx, max(2, runtime.GOMAXPROCS(0)))
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
 	select {
@@ -98,40 +95,27 @@ func (g *gateway) run(ctx context.Context) error {
 	return nil
 }
 
-// gauges counts the sessions of this process by device state.
-func (g *gateway) gauges(ctx context.Context) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := time.Now().UnixNano()
-		var active, inactive, conns int
-		g.f.mu.Lock()
-		users := make([]*localUser, 0, len(g.f.users))
-		for _, lu := range g.f.users {
-			users = append(users, lu)
-		}
-		g.f.mu.Unlock()
-		for _, lu := range users {
-			for _, c := range lu.clientList() {
-				conns++
-				if c.ended.Load() {
-					continue
-				}
-				if c.deviceActive(now) {
-					active++
-				} else {
-					inactive++
-				}
+// countSessions counts the sessions of this process by device state.
+func (g *gateway) countSessions() (active, inactive int) {
+	now := time.Now().UnixNano()
+	g.f.mu.Lock()
+	users := make([]*localUser, 0, len(g.f.users))
+	for _, lu := range g.f.users {
+		users = append(users, lu)
+	}
+	g.f.mu.Unlock()
+	for _, lu := range users {
+		for _, c := range lu.clientList() {
+			switch {
+			case c.ended.Load():
+			case c.deviceActive(now):
+				active++
+			default:
+				inactive++
 			}
 		}
-		g.m.sessions.WithLabelValues("active").Set(float64(active))
-		g.m.sessions.WithLabelValues("inactive").Set(float64(inactive))
 	}
+	return active, inactive
 }
 
 // serve runs one connection: open the session, read requests in order,

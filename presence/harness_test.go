@@ -378,6 +378,9 @@ func (c *wsClient) quiet(user string, d time.Duration) {
 // subscribe sets the subscriptions and returns the snapshot reply.
 func (c *wsClient) subscribe(users ...string) map[string]statusJSON {
 	c.t.Helper()
+	if users == nil {
+		users = []string{}
+	}
 	id := c.send("subscriptions:set", map[string]any{"users": users})
 	f := c.reply(id)
 	require.Equal(c.t, "presence:updated", f.Event, "%s", f.Payload)

@@ -1,10 +1,14 @@
 package presence
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 type metrics struct {
 	connections   prometheus.Gauge
-	sessions      *prometheus.GaugeVec
+	sessions      *sessionCollector
 	subjects      prometheus.Gauge
 	changes       *prometheus.CounterVec
 	pushLatency   prometheus.Histogram
@@ -33,10 +37,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "presenced_presence_connections",
 			Help: "Open presence WebSocket connections of this process.",
 		}),
-		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "presenced_presence_sessions",
-			Help: "Live sessions held by this process, by device state (active, inactive).",
-		}, []string{"state"}),
+		sessions: &sessionCollector{desc: prometheus.NewDesc("presenced_presence_sessions",
+			"Live sessions held by this process, by device state (active: interaction reported within the idle threshold; inactive).",
+			[]string{"state"}, nil)},
 		subjects: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "presenced_presence_followed_subjects",
 			Help: "Users followed by connections of this process (one hub subscription each).",
@@ -122,4 +125,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// sessionCollector counts the gateway's sessions when scraped.
+type sessionCollector struct {
+	desc  *prometheus.Desc
+	count atomic.Pointer[func() (active, inactive int)]
+}
+
+func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.count.Load()
+	if f == nil {
+		return
+	}
+	active, inactive := (*f)()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(active), "active")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(inactive), "inactive")
 }
