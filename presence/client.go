@@ -20,7 +20,10 @@ type client struct {
 	rooms []string
 	exp   int64 // token expiry, Unix seconds; 0 = none
 
-	// Reader goroutine only.
+	// busy is held while a worker handles this connection's request.
+	busy sync.WaitGroup
+
+	// Reader goroutine only (and the request it waits for).
 	msgs        bucket
 	subChanges  bucket
 	lastLimited int64
@@ -30,8 +33,8 @@ type client struct {
 	lastAct  atomic.Int64 // Unix ns
 	inactive atomic.Bool
 
-	idleMu sync.Mutex
-	idle   *time.Timer
+	// idleSlot is the idle wheel slot this connection waits in; 0: none.
+	idleSlot atomic.Int64
 
 	mu        sync.Mutex
 	pending   map[*subject]struct{}
@@ -218,30 +221,15 @@ func (c *client) markClosed() {
 
 // armIdle schedules a recompute for when the user may turn idle.
 func (c *client) armIdle(in time.Duration) {
-	c.idleMu.Lock()
-	defer c.idleMu.Unlock()
-	if c.idle != nil {
-		c.idle.Stop()
-	}
 	if in < 0 || c.ended.Load() {
+		c.idleSlot.Store(0)
 		return
 	}
 	// A little late rather than early: the store decides by its own clock.
-	d := in + 250*time.Millisecond
-	if c.idle == nil {
-		c.idle = time.AfterFunc(d, c.onIdle)
-		return
-	}
-	c.idle.Reset(d)
+	c.g.idle.arm(c, time.Now().Add(in+250*time.Millisecond))
 }
 
-func (c *client) stopIdle() {
-	c.idleMu.Lock()
-	defer c.idleMu.Unlock()
-	if c.idle != nil {
-		c.idle.Stop()
-	}
-}
+func (c *client) stopIdle() { c.idleSlot.Store(0) }
 
 // deviceActive tells whether this device reported interaction recently.
 func (c *client) deviceActive(now int64) bool {

@@ -23,6 +23,13 @@ type gateway struct {
 	f         *fanout
 	m         *metrics
 	highWater int
+	idle      *idleWheel
+	// jobs feeds the request workers. Requests run there, not on the
+	// connection's reader, whose stack an idle connection keeps; and a
+	// burst (thousands of connections closing together) waits on the
+	// readers' small stacks instead of piling up deep goroutines.
+	jobs    chan job
+	workers sync.WaitGroup
 
 	wg sync.WaitGroup // connection goroutines, waited for at shutdown
 }
@@ -32,15 +39,42 @@ func newGateway(m *Module, sendQueue int) *gateway {
 	if hw < 1 {
 		hw = 1
 	}
-	return &gateway{mod: m, cfg: m.cfg, f: m.f, m: m.m, highWater: hw}
+	g := &gateway{mod: m, cfg: m.cfg, f: m.f, m: m.m, highWater: hw, idle: newIdleWheel(), jobs: make(chan job)}
+	for i := 0; i < maxInFlight; i++ {
+		g.workers.Add(1)
+		go g.work()
+	}
+	return g
+}
+
+// maxInFlight is the number of request workers of a gateway.
+const maxInFlight = 256
+
+// job is one frame of a connection to handle; msg nil is its end.
+type job struct {
+	c   *client
+	msg []byte
+}
+
+func (g *gateway) work() {
+	defer g.workers.Done()
+	for j := range g.jobs {
+		if j.msg == nil {
+			j.c.finish()
+		} else {
+			j.c.handle(j.msg)
+		}
+		j.c.busy.Done()
+	}
 }
 
 // opTimeout bounds one request's work against the stores.
 const opTimeout = 5 * time.Second
 
-// handle authenticates, upgrades, and hands the connection to its own
-// goroutine, so the HTTP handler's deep stack does not stay with every idle
-// connection.
+// handle authenticates, upgrades and opens the session on the HTTP
+// handler's goroutine, then hands the connection to a reader goroutine of
+// its own and returns: the handler's deep stack does not stay with every
+// idle connection.
 func (g *gateway) handle(c echo.Context) error {
 	tok := auth.TokenFromRequest(c.Request())
 	if tok == "" {
@@ -67,6 +101,10 @@ func (g *gateway) handle(c echo.Context) error {
 		cl.exp = claims.ExpiresAt.Unix()
 	}
 	g.wg.Add(1)
+	if !cl.open() {
+		g.wg.Done()
+		return nil
+	}
 	go cl.serve()
 	return nil
 }
@@ -84,11 +122,14 @@ func (g *gateway) run(ctx context.Context) error {
 	}
 	count := g.countSessions
 	g.m.sessions.count.Store(&count)
+	go g.idle.run(ctx)
 	g.f.runFlusher(ctx, max(2, runtime.GOMAXPROCS(0)))
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		close(g.jobs)
+		g.workers.Wait()
 	case <-time.After(5 * time.Second):
 		g.mod.log.Warn("presence: connections still closing at shutdown")
 	}
@@ -118,14 +159,13 @@ func (g *gateway) countSessions() (active, inactive int) {
 	return active, inactive
 }
 
-// serve runs one connection: open the session, read requests in order,
-// and on a close without session:disconnect start the grace period.
+// serve reads one connection's requests in order and, on a close without
+// session:disconnect, starts the grace period. A worker handles each
+// request while the reader waits: the store calls deepen the worker's
+// stack, not the reader's, which is what an idle connection keeps.
 func (c *client) serve() {
 	g := c.g
 	defer g.wg.Done()
-	if !c.open() {
-		return
-	}
 	g.m.connections.Inc()
 	defer g.m.connections.Dec()
 	for {
@@ -133,16 +173,26 @@ func (c *client) serve() {
 		if err != nil {
 			break
 		}
-		c.handle(msg)
+		c.dispatch(msg)
 	}
-	c.finish()
+	c.dispatch(nil)
+}
+
+// dispatch has a worker handle msg (nil: the end of the connection) and
+// waits for it, so a connection's requests keep their order.
+func (c *client) dispatch(msg []byte) {
+	c.busy.Add(1)
+	c.g.jobs <- job{c: c, msg: msg}
+	c.busy.Wait()
 }
 
 // open registers the session, its deadline and rooms, attaches the
 // connection to its user here and sends the initial snapshot.
 func (c *client) open() bool {
 	g := c.g
-	ctx, cancel := context.WithTimeout(c.conn.Context(), opTimeout)
+	// Not derived from the connection's context: a child would leave a
+	// children map behind in every connection's context.
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	now := time.Now().UnixNano()
 	c.lastAct.Store(now)

@@ -43,7 +43,9 @@ func (c *client) handle(msg []byte) {
 		c.endSession(env.ID)
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.conn.Context(), opTimeout)
+	// Not derived from the connection's context: a child would leave a
+	// children map behind in every connection's context.
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	switch env.Event {
 	case evSessionPing:

@@ -148,6 +148,26 @@ func TestSendAndCloseWritesTheLastMessageFirst(t *testing.T) {
 	require.Equal(t, "bye", got[20])
 }
 
+// Frames far larger than the small read buffer arrive whole.
+func TestFramesLargerThanTheReadBuffer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	c, _, err := dial(t, b.url, nil)
+	require.NoError(t, err)
+	conn := <-b.conn
+	conn.SetReadLimit(1 << 20)
+	for _, n := range []int{readBufferBytes - 1, readBufferBytes + 1, 48 << 10, 300 << 10} {
+		msg := make([]byte, n)
+		for i := range msg {
+			msg[i] = byte('a' + i%26)
+		}
+		require.NoError(t, c.WriteMessage(websocket.TextMessage, msg))
+		_, got, err := c.ReadMessage()
+		require.NoError(t, err)
+		require.Equal(t, msg, got, "a %d-byte frame", n)
+	}
+}
+
 func TestSlowConsumerIsDroppedWithoutBlockingTheSender(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
