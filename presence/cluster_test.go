@@ -1,6 +1,7 @@
 package presence_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -51,4 +52,41 @@ func TestClusterKeyPaths(t *testing.T) {
 	dave := connect(t, s, "dave")
 	alice.statusOf("dave", "online")
 	_ = dave
+}
+
+// Subscriptions shared across gateways and one-time notifications on a
+// cluster: control messages travel on shard channels, watcher and subject
+// keys live in different slots.
+func TestClusterSubscriptionsAndNotifications(t *testing.T) {
+	t.Parallel()
+	cfg := clusterConfig(t)
+	s1 := startServer(t, cfg)
+	cfg2 := cfg
+	cfg2.Roles = []string{"presence"}
+	s2 := startServer(t, cfg2)
+
+	phone := connect(t, s1, "alice")
+	desk := connect(t, s2, "alice")
+	phone.subscribe("bob", "erin")
+	desk.quietReply(desk.send("notifications:subscribe", map[string]any{"user": "frank", "on": "online"}))
+
+	bob := connect(t, s2, "bob")
+	desk.statusOf("bob", "online")
+	phone.statusOf("bob", "online")
+	bob.send("presence:update", map[string]any{"status": "busy"})
+	desk.statusOf("bob", "busy")
+
+	connect(t, s1, "frank")
+	for _, c := range []*wsClient{phone, desk} {
+		f := c.next("notifications:received")
+		require.JSONEq(t, `"frank"`, string(mustField(t, f.Payload, "user")))
+	}
+
+	phone.send("session:disconnect", nil)
+	desk.send("session:disconnect", nil)
+	rdb := testenv.RedisCluster(t)
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		n, _ := rdb.SCard(context.Background(), cfg.Redis.Prefix+"{presence:bob}:followers").Result()
+		return n == 0
+	}, "followers cleaned across slots")
 }

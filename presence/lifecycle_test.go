@@ -77,7 +77,15 @@ func statusOf(t *testing.T, m *Module, user string) *Status {
 // events → cleanup, once each even with several workers running.
 func TestLifecycleExpiresOnceWithSeveralWorkers(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
+	expireOnce(t, testenv.Redis(t))
+}
+
+func TestLifecycleExpiresOnceWithSeveralWorkersOnACluster(t *testing.T) {
+	t.Parallel()
+	expireOnce(t, testenv.RedisCluster(t))
+}
+
+func expireOnce(t *testing.T, rdb redis.UniversalClient) {
 	prefix := testenv.Prefix(t)
 	workers := []*Module{newTestModule(t, rdb, prefix, nil), newTestModule(t, rdb, prefix, nil), newTestModule(t, rdb, prefix, nil)}
 	gw := workers[0]
