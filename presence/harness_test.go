@@ -38,7 +38,7 @@ const (
 
 // testConfig is a presence + worker process with intervals small enough
 // for behaviour tests.
-func testConfig(t *testing.T) config.Config {
+func testConfig(t testing.TB) config.Config {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
@@ -71,7 +71,7 @@ type server struct {
 	stop func()
 }
 
-func startServer(t *testing.T, cfg config.Config) *server {
+func startServer(t testing.TB, cfg config.Config) *server {
 	t.Helper()
 	a, err := app.New(cfg, testenv.Logger())
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ func startServer(t *testing.T, cfg config.Config) *server {
 	return s
 }
 
-func token(t *testing.T, user string, rooms ...string) string {
+func token(t testing.TB, user string, rooms ...string) string {
 	t.Helper()
 	tok, err := auth.SignDev(testSecret, user, time.Hour, rooms, "", "")
 	require.NoError(t, err)

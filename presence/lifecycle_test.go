@@ -19,7 +19,7 @@ import (
 )
 
 // newTestModule builds a module over rdb without any HTTP part.
-func newTestModule(t *testing.T, rdb redis.UniversalClient, prefix string, mutate func(*config.Presence)) *Module {
+func newTestModule(t testing.TB, rdb redis.UniversalClient, prefix string, mutate func(*config.Presence)) *Module {
 	t.Helper()
 	cfg := config.Default().Presence
 	cfg.Shards = 2
