@@ -34,6 +34,10 @@ type fanout struct {
 	lmu   sync.Mutex
 	later []*client
 	spare []*client
+
+	rmu        sync.Mutex
+	refreshQ   map[*subject]struct{}
+	refreshing bool
 }
 
 func newFanout(h *hub.Hub, st *stateStore, m *metrics, log *slog.Logger, tick time.Duration) *fanout {
@@ -64,7 +68,7 @@ type subject struct {
 func (s *subject) Deliver(msg hub.Message) {
 	if msg.Resync {
 		// Changes may have been missed while Redis was away: reread.
-		go s.f.refresh(s)
+		s.f.queueRefresh(s)
 		return
 	}
 	var st Status
@@ -112,16 +116,63 @@ func (s *subject) status() *Status {
 	return offlineStatus(s.id)
 }
 
-func (f *fanout) refresh(s *subject) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	sts, err := f.st.statuses(ctx, []string{s.id})
-	if err != nil {
-		f.log.Warn("presence: refresh after resubscribe", "err", err)
-		return
+// queueRefresh rereads a subject's status after its upstream subscription
+// was re-established. After a reconnect every subject of the process comes
+// at once: one goroutine reads them in batches instead of one read each.
+func (f *fanout) queueRefresh(s *subject) {
+	f.rmu.Lock()
+	defer f.rmu.Unlock()
+	if f.refreshQ == nil {
+		f.refreshQ = map[*subject]struct{}{}
 	}
-	if s.offer(sts[0]) {
-		s.notify()
+	f.refreshQ[s] = struct{}{}
+	if !f.refreshing {
+		f.refreshing = true
+		go f.refreshLoop()
+	}
+}
+
+const refreshBatch = 500
+
+func (f *fanout) refreshLoop() {
+	for {
+		f.rmu.Lock()
+		batch := make([]*subject, 0, min(len(f.refreshQ), refreshBatch))
+		for s := range f.refreshQ {
+			if len(batch) == refreshBatch {
+				break
+			}
+			batch = append(batch, s)
+			delete(f.refreshQ, s)
+		}
+		if len(batch) == 0 {
+			f.refreshing = false
+			f.rmu.Unlock()
+			return
+		}
+		f.rmu.Unlock()
+		ids := make([]string, len(batch))
+		for i, s := range batch {
+			ids[i] = s.id
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		sts, err := f.st.statuses(ctx, ids)
+		cancel()
+		if err != nil {
+			f.log.Warn("presence: refresh after resubscribe", "users", len(ids), "err", err)
+			time.Sleep(time.Second)
+			f.rmu.Lock()
+			for _, s := range batch {
+				f.refreshQ[s] = struct{}{}
+			}
+			f.rmu.Unlock()
+			continue
+		}
+		for i, s := range batch {
+			if s.offer(sts[i]) {
+				s.notify()
+			}
+		}
 	}
 }
 

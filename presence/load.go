@@ -42,8 +42,10 @@ type Load struct {
 	users, follow     int
 	offset, total     int
 	changes           float64
+	steadyFor         time.Duration
 	gateways          string
 	sources           int
+	sourceBase        int
 	secret, apiKey    string
 	dataDir           string
 	prefix            string
@@ -70,8 +72,10 @@ func (l *Load) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&l.offset, "user-offset", 0, "first user index of this process (several processes share a population)")
 	fs.IntVar(&l.total, "user-total", 0, "size of the whole population (default: --users)")
 	fs.Float64Var(&l.changes, "changes", 100, "status changes per second made by this process (0: none)")
+	fs.DurationVar(&l.steadyFor, "steady", 0, "how long to make status changes (default: --duration); --duration + 2m bounds the whole run, setup included")
 	fs.StringVar(&l.gateways, "gateways", "", "comma separated gateway base URLs (default: --target); connections are spread over them")
-	fs.IntVar(&l.sources, "sources", 0, "loopback source addresses 127.0.0.2.. to spread connections over (default: one per 25,000)")
+	fs.IntVar(&l.sources, "sources", 0, "loopback source addresses to spread connections over (default: one per 25,000)")
+	fs.IntVar(&l.sourceBase, "source-base", 2, "last byte of the first source address, 127.0.0.<base>; give each loadgen process its own range")
 	fs.StringVar(&l.secret, "jwt-secret", "", "HS256 secret to mint user tokens (default: $PRESENCED_JWT_SECRET or the development secret in --data-dir)")
 	fs.StringVar(&l.apiKey, "api-key", "", "API key for the final status query (default: $PRESENCED_API_KEY or the development key)")
 	fs.StringVar(&l.dataDir, "data-dir", "./var", "data folder holding the development secrets")
@@ -130,8 +134,8 @@ func (l *Load) Run(ctx context.Context, r *loadgen.Runner) error {
 		return err
 	}
 	defer run.closeAll()
-	r.AddFigure("connections held", "%d of %d (%d dial errors) in %s over %d gateway(s) and %d source address(es)",
-		run.live(), l.users, run.dialErrs.Load(), time.Since(start).Round(time.Millisecond), len(gws), l.sources)
+	r.AddFigure("connections held", "%d of %d (%d dial errors) in %s over %d gateway(s) from 127.0.0.%d-%d",
+		run.live(), l.users, run.dialErrs.Load(), time.Since(start).Round(time.Millisecond), len(gws), l.sourceBase, l.sourceBase+l.sources-1)
 	if l.follow > 0 {
 		if err := run.subscribeAll(ctx); err != nil {
 			return err
@@ -141,10 +145,12 @@ func (l *Load) Run(ctx context.Context, r *loadgen.Runner) error {
 	if ctx.Err() != nil {
 		return errors.New("the run's time bound (--duration + 2m) ended while settling: raise --duration")
 	}
-	if after := gatewayMemory(ctx, r.Client, gws); before.rss > 0 && after.rss > 0 && run.live() > 0 {
-		n := float64(run.live())
-		r.AddFigure("server RSS per connection", "%.1f KiB (%d connections, %d subscriptions each; RSS %.0f -> %.0f MiB over all gateways)",
-			float64(after.rss-before.rss)/n/1024, run.live(), l.follow, float64(before.rss)/(1<<20), float64(after.rss)/(1<<20))
+	// Per connection over the gateways' own counts, so runs of several
+	// loadgen processes sharing the gateways measure the same window.
+	if after := gatewayMemory(ctx, r.Client, gws); before.rss > 0 && after.conns > before.conns {
+		n := float64(after.conns - before.conns)
+		r.AddFigure("server RSS per connection", "%.1f KiB (%d -> %d connections on the gateways, %d subscriptions each; RSS %.0f -> %.0f MiB)",
+			float64(after.rss-before.rss)/n/1024, before.conns, after.conns, l.follow, float64(before.rss)/(1<<20), float64(after.rss)/(1<<20))
 		r.AddFigure("of which Go heap / stacks", "%.1f / %.1f KiB per connection (heap in use, including garbage not yet collected)",
 			float64(after.heap-before.heap)/n/1024, float64(after.stack-before.stack)/n/1024)
 	}
@@ -179,8 +185,8 @@ func (l *Load) defaults(r *loadgen.Runner) error {
 	if l.sources <= 0 {
 		l.sources = (l.users + 24999) / 25000
 	}
-	if l.sources > 250 {
-		return errors.New("--sources: at most 250 loopback addresses")
+	if l.sourceBase < 1 || l.sourceBase+l.sources > 255 {
+		return errors.New("--source-base and --sources must stay within 127.0.0.1-254")
 	}
 	dev := readDevSecrets(l.dataDir)
 	if l.secret == "" {
@@ -249,8 +255,9 @@ func (run *loadRun) dial(ctx context.Context, gw string, idx, source int) (*load
 		return nil, err
 	}
 	nd := &net.Dialer{Timeout: 10 * time.Second}
-	if ip := loopbackSource(source); ip != nil && isLoopbackURL(gw) {
+	if ip := loopbackSource(run.l.sourceBase + source); isLoopbackURL(gw) {
 		nd.LocalAddr = &net.TCPAddr{IP: ip}
+		nd.Control = bindNoPort
 	}
 	d := websocket.Dialer{
 		NetDialContext: nd.DialContext, HandshakeTimeout: 10 * time.Second,
@@ -393,7 +400,11 @@ func (run *loadRun) subscribeAll(ctx context.Context) error {
 // steady changes statuses at the configured rate for --duration.
 func (run *loadRun) steady(ctx context.Context) {
 	l := run.l
-	ctx, cancel := context.WithTimeout(ctx, run.r.Options.Duration)
+	d := l.steadyFor
+	if d <= 0 {
+		d = run.r.Options.Duration
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	lim := rate.NewLimiter(rate.Limit(l.changes), max(1, int(l.changes/100)))
 	start := time.Now()
@@ -549,8 +560,9 @@ func (run *loadRun) closeAll() {
 	wg.Wait()
 }
 
-// memory is what the gateways report of their memory, summed.
-type memory struct{ rss, heap, stack int64 }
+// memory is what the gateways report of their memory and connections,
+// summed.
+type memory struct{ rss, heap, stack, conns int64 }
 
 // gatewayMemory reads the process and Go memory metrics of the gateways.
 func gatewayMemory(ctx context.Context, client *http.Client, gws []string) memory {
@@ -579,6 +591,8 @@ func gatewayMemory(ctx context.Context, client *http.Client, gws []string) memor
 				m.heap += int64(f)
 			case "go_memstats_stack_inuse_bytes":
 				m.stack += int64(f)
+			case "presenced_presence_connections":
+				m.conns += int64(f)
 			}
 		}
 		resp.Body.Close()
@@ -614,10 +628,10 @@ func isLoopbackURL(g string) bool {
 	return true
 }
 
-// loopbackSource is 127.0.0.(2+n): each source address has its own
-// ephemeral ports, so one machine holds more connections to one gateway.
+// loopbackSource is 127.0.0.n: each source address has its own ephemeral
+// ports, so one machine holds more connections to one gateway.
 func loopbackSource(n int) net.IP {
-	return net.IPv4(127, 0, 0, byte(2+n))
+	return net.IPv4(127, 0, 0, byte(n))
 }
 
 // raiseFileLimit lifts the soft open-files limit to the hard one.
