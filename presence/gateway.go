@@ -30,6 +30,9 @@ type gateway struct {
 	// readers' small stacks instead of piling up deep goroutines.
 	jobs    chan job
 	workers sync.WaitGroup
+	// opening bounds the connections being opened at once: a reconnect
+	// storm gets 503 with a jittered Retry-After instead of a Redis queue.
+	opening chan struct{}
 
 	wg sync.WaitGroup // connection goroutines, waited for at shutdown
 }
@@ -39,7 +42,10 @@ func newGateway(m *Module, sendQueue int) *gateway {
 	if hw < 1 {
 		hw = 1
 	}
-	g := &gateway{mod: m, cfg: m.cfg, f: m.f, m: m.m, highWater: hw, idle: newIdleWheel(), jobs: make(chan job)}
+	g := &gateway{
+		mod: m, cfg: m.cfg, f: m.f, m: m.m, highWater: hw, idle: newIdleWheel(),
+		jobs: make(chan job), opening: make(chan struct{}, maxOpening),
+	}
 	for i := 0; i < maxInFlight; i++ {
 		g.workers.Add(1)
 		go g.work()
@@ -49,6 +55,9 @@ func newGateway(m *Module, sendQueue int) *gateway {
 
 // maxInFlight is the number of request workers of a gateway.
 const maxInFlight = 256
+
+// maxOpening bounds the connections of a gateway being opened at once.
+const maxOpening = 512
 
 // job is one frame of a connection to handle; msg nil is its end.
 type job struct {
@@ -86,6 +95,13 @@ func (g *gateway) handle(c echo.Context) error {
 	}
 	if !validUserID(claims.Subject) {
 		return web.Errorf(http.StatusUnauthorized, "unauthorized", "the token's subject is not a usable user id")
+	}
+	select {
+	case g.opening <- struct{}{}:
+		defer func() { <-g.opening }()
+	default:
+		g.m.protocolErrs.WithLabelValues("busy").Inc()
+		return web.Unavailable(time.Second, "too many connections opening at once; retry after the delay")
 	}
 	conn, err := g.mod.sockets.Upgrade(c, "presence")
 	if err != nil {
