@@ -233,6 +233,9 @@ func (f *fanout) attach(c *client) *localUser {
 		lu = &localUser{id: c.user, subjects: map[string]*subject{}}
 		f.users[c.user] = lu
 	}
+	// Set before c is reachable through lu: a change arriving right away
+	// flushes c, which needs its user.
+	c.lu = lu
 	lu.mu.Lock()
 	lu.clients = append(lu.clients, c)
 	lu.mu.Unlock()

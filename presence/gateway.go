@@ -103,8 +103,12 @@ func (g *gateway) handle(c echo.Context) error {
 		g.m.protocolErrs.WithLabelValues("busy").Inc()
 		return web.Unavailable(time.Second, "too many connections opening at once; retry after the delay")
 	}
+	// Counted before the upgrade, so shutdown, which waits for the
+	// connections after the sockets are drained, cannot miss this one.
+	g.wg.Add(1)
 	conn, err := g.mod.sockets.Upgrade(c, "presence")
 	if err != nil {
+		g.wg.Done()
 		return err
 	}
 	conn.SetReadLimit(g.cfg.MaxFrameBytes)
@@ -116,7 +120,6 @@ func (g *gateway) handle(c echo.Context) error {
 	if claims.ExpiresAt != nil {
 		cl.exp = claims.ExpiresAt.Unix()
 	}
-	g.wg.Add(1)
 	if !cl.open() {
 		g.wg.Done()
 		return nil
@@ -219,20 +222,24 @@ func (c *client) open() bool {
 		return false
 	}
 	if err == nil {
-		if err = g.mod.st.ping(ctx, c.sid, c.user, false); err != nil {
-			// Without a deadline a crash would leave the session forever.
-			_, _ = g.mod.st.step(ctx, c.user, "close", c.sid)
+		g.mod.changed(ctx, res)
+		// Without a deadline, a crash of this gateway would leave the
+		// session online forever: no deadline, no session.
+		err = g.mod.st.ping(ctx, c.sid, c.user, false)
+		if err == nil && g.cfg.Policy == config.PresencePolicyContacts {
+			err = g.mod.st.setRooms(ctx, c.user, c.rooms)
 		}
-	}
-	if err == nil && g.cfg.Policy == config.PresencePolicyContacts {
-		err = g.mod.st.setRooms(ctx, c.user, c.rooms)
+		if err != nil {
+			if closed, cerr := g.mod.st.step(ctx, c.user, "close", c.sid); cerr == nil {
+				g.mod.changed(ctx, closed)
+			}
+		}
 	}
 	if err != nil {
 		g.mod.log.Warn("presence: open session", "err", err)
 		c.closeWithError(web.CodeUnavailable, "presence is unavailable; reconnect later", "", 1013, "try again later")
 		return false
 	}
-	g.mod.changed(ctx, res)
 	c.armIdle(res.IdleIn)
 
 	c.lu = g.f.attach(c)

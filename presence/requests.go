@@ -321,15 +321,17 @@ func (c *client) onNotify(ctx context.Context, env web.Envelope) {
 
 // onDisconnect ends the session at once: no grace period.
 func (c *client) onDisconnect(ctx context.Context, env web.Envelope) {
-	c.ended.Store(true)
 	c.stopIdle()
 	res, err := c.g.mod.st.step(ctx, c.user, "close", c.sid)
 	if err != nil {
-		// The session still ends at its deadline.
+		// Not ended here: closing the socket starts the grace period, and
+		// failing that the session ends at its deadline.
 		c.g.mod.log.Warn("presence: disconnect", "err", err)
-	} else {
-		c.g.mod.changed(ctx, res)
+		c.conn.Close(1000, "session ended")
+		return
 	}
+	c.ended.Store(true)
+	c.g.mod.changed(ctx, res)
 	if err := c.g.mod.st.inactive(ctx, c.sid, c.user, "disconnect"); err != nil {
 		c.g.mod.log.Warn("presence: disconnect event", "err", err)
 	}
