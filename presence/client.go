@@ -34,7 +34,8 @@ type client struct {
 	inactive atomic.Bool
 
 	// idleSlot is the idle wheel slot this connection waits in; 0: none.
-	idleSlot atomic.Int64
+	// Guarded by the wheel's lock.
+	idleSlot int64
 
 	mu        sync.Mutex
 	pending   map[*subject]struct{}
@@ -221,15 +222,21 @@ func (c *client) markClosed() {
 
 // armIdle schedules a recompute for when the user may turn idle.
 func (c *client) armIdle(in time.Duration) {
-	if in < 0 || c.ended.Load() {
-		c.idleSlot.Store(0)
+	if in < 0 || c.ended.Load() || c.isClosed() {
+		c.g.idle.stop(c)
 		return
 	}
 	// A little late rather than early: the store decides by its own clock.
 	c.g.idle.arm(c, time.Now().Add(in+250*time.Millisecond))
 }
 
-func (c *client) stopIdle() { c.idleSlot.Store(0) }
+func (c *client) stopIdle() { c.g.idle.stop(c) }
+
+func (c *client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
 
 // deviceActive tells whether this device reported interaction recently.
 func (c *client) deviceActive(now int64) bool {

@@ -8,36 +8,58 @@ import (
 
 // idleWheel fires the idle checks of every connection of a gateway from
 // one goroutine, in slots of idleTick, instead of a timer per connection:
-// an idle connection then costs a slot entry, not a runtime timer.
+// an idle connection then costs a slot entry, not a runtime timer. A
+// connection is in at most one slot; closing it takes it out.
 type idleWheel struct {
 	tick time.Duration
 
-	mu      sync.Mutex
-	slots   map[int64][]*client
-	done    int64 // last slot fired
-	started bool
+	mu    sync.Mutex
+	slots map[int64]map[*client]struct{}
+	done  int64 // last slot fired
 }
 
 const idleTick = 100 * time.Millisecond
 
 func newIdleWheel() *idleWheel {
-	return &idleWheel{tick: idleTick, slots: map[int64][]*client{}}
+	return &idleWheel{tick: idleTick, slots: map[int64]map[*client]struct{}{}}
 }
 
 func (w *idleWheel) slotOf(t time.Time) int64 { return t.UnixNano()/int64(w.tick) + 1 }
 
-// arm makes c's check fire at the first slot after at; an earlier arming
-// of c is superseded (its entry is skipped when its slot comes).
+// arm makes c's check fire at the first slot after at, replacing any
+// earlier arming of c.
 func (w *idleWheel) arm(c *client, at time.Time) {
-	slot := w.slotOf(at)
-	c.idleSlot.Store(slot)
 	w.mu.Lock()
-	if slot <= w.done {
-		slot = w.done + 1
-		c.idleSlot.Store(slot)
+	defer w.mu.Unlock()
+	w.removeLocked(c)
+	slot := max(w.slotOf(at), w.done+1)
+	set := w.slots[slot]
+	if set == nil {
+		set = map[*client]struct{}{}
+		w.slots[slot] = set
 	}
-	w.slots[slot] = append(w.slots[slot], c)
-	w.mu.Unlock()
+	set[c] = struct{}{}
+	c.idleSlot = slot
+}
+
+// stop takes c out of the wheel.
+func (w *idleWheel) stop(c *client) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.removeLocked(c)
+}
+
+func (w *idleWheel) removeLocked(c *client) {
+	if c.idleSlot == 0 {
+		return
+	}
+	if set := w.slots[c.idleSlot]; set != nil {
+		delete(set, c)
+		if len(set) == 0 {
+			delete(w.slots, c.idleSlot)
+		}
+	}
+	c.idleSlot = 0
 }
 
 // run fires due slots every tick until ctx ends.
@@ -65,10 +87,9 @@ func (w *idleWheel) due(last int64) []*client {
 	defer w.mu.Unlock()
 	var out []*client
 	for s := w.done + 1; s <= last; s++ {
-		for _, c := range w.slots[s] {
-			if c.idleSlot.CompareAndSwap(s, 0) {
-				out = append(out, c)
-			}
+		for c := range w.slots[s] {
+			c.idleSlot = 0
+			out = append(out, c)
 		}
 		delete(w.slots, s)
 	}
