@@ -310,3 +310,29 @@ func TestSchedulerExpiresPassedDeadlines(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 }
+
+// Consumers of processes long gone leave their group once idle with
+// nothing pending; live ones and those with pending entries stay.
+func TestGoneConsumersArePruned(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
+	ctx := context.Background()
+	c := newConsumer(m, "events", groupCleanup, func(n int) string { return m.keys.shard(n).events })
+	c.pruneAfter = 100 * time.Millisecond
+	require.NoError(t, c.ensureGroups(ctx))
+	stream := c.stream(0)
+	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"m", "x"}}).Err())
+	require.NoError(t, rdb.XGroupCreateConsumer(ctx, stream, groupCleanup, "gone").Err())
+	_, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: groupCleanup, Consumer: "holding", Streams: []string{stream, ">"}, Block: -1}).Result()
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, c.pruneConsumers(ctx, 0))
+	list, err := rdb.XInfoConsumers(ctx, stream, groupCleanup).Result()
+	require.NoError(t, err)
+	var names []string
+	for _, x := range list {
+		names = append(names, x.Name)
+	}
+	require.Equal(t, []string{"holding"}, names, "the idle consumer without pending entries is gone")
+}

@@ -30,14 +30,18 @@ type consumer struct {
 	// gather waits poll after every read that filled no batch, so entries
 	// accumulate into batches (webhooks) instead of trickling one by one.
 	gather bool
-	stream func(shard int) string
+	// pruneAfter: consumers of the group idle this long with nothing
+	// pending are removed.
+	pruneAfter time.Duration
+	stream     func(shard int) string
 }
 
 func newConsumer(m *Module, label, group string, stream func(int) string) *consumer {
 	host, _ := os.Hostname()
 	return &consumer{
 		mod: m, label: label, group: group, count: 256, stream: stream, poll: m.cfg.StreamPoll,
-		name: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), store.NewToken()[:8]),
+		pruneAfter: consumerIdleLimit,
+		name:       fmt.Sprintf("%s-%d-%s", host, os.Getpid(), store.NewToken()[:8]),
 	}
 }
 
@@ -147,6 +151,9 @@ func (c *consumer) reclaimLoop(ctx context.Context, h handler) {
 			if err := c.reclaim(ctx, n, h); err != nil && ctx.Err() == nil {
 				c.mod.log.Warn("presence: reclaim", "stream", c.label, "err", err)
 			}
+			if err := c.pruneConsumers(ctx, n); err != nil && ctx.Err() == nil {
+				c.mod.log.Warn("presence: prune consumers", "stream", c.label, "err", err)
+			}
 		}
 	}
 }
@@ -201,6 +208,27 @@ func (c *consumer) reclaim(ctx context.Context, shard int, h handler) error {
 			break
 		}
 		start = next
+	}
+	return nil
+}
+
+// consumerIdleLimit is how long a consumer with nothing pending may stay
+// silent before it is removed from its group (each process start adds one).
+const consumerIdleLimit = time.Hour
+
+// pruneConsumers removes consumers of processes long gone from a shard's
+// group; their pending entries were claimed by others already.
+func (c *consumer) pruneConsumers(ctx context.Context, shard int) error {
+	list, err := c.mod.rdb.XInfoConsumers(ctx, c.stream(shard), c.group).Result()
+	if err != nil {
+		return err
+	}
+	for _, x := range list {
+		if x.Name != c.name && x.Pending == 0 && x.Idle > c.pruneAfter {
+			if err := c.mod.rdb.XGroupDelConsumer(ctx, c.stream(shard), c.group, x.Name).Err(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
