@@ -30,6 +30,8 @@ type Config struct {
 	Redis    Redis    `yaml:"redis"`
 	Postgres Postgres `yaml:"postgres"`
 	Auth     Auth     `yaml:"auth"`
+	Outbox   Outbox   `yaml:"outbox"`
+	Booking  Booking  `yaml:"booking"`
 }
 
 // Log configures structured logging.
@@ -157,6 +159,8 @@ func Default() Config {
 			JWKSRefresh: 5 * time.Minute,
 			DevSecrets:  true,
 		},
+		Outbox:  defaultOutbox(),
+		Booking: defaultBooking(),
 	}
 }
 
@@ -227,6 +231,7 @@ func (c *Config) Validate() error {
 	if c.Postgres.MaxConns <= 0 || c.Postgres.ReadOnlyMaxConns <= 0 || c.Postgres.WebhookMaxConns <= 0 {
 		bad("postgres.max_conns", "pool sizes must be positive")
 	}
+	c.validateBooking(bad)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
