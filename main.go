@@ -25,6 +25,8 @@ func main() {
 		cli.Serve(flags),
 		cli.Migrate(flags),
 		cli.Token(flags),
+		cli.EventCmd(flags),
+		cli.DemoCmd(flags),
 		cli.RolesCmd(),
 		cli.Loadgen(),
 		cli.VersionCmd(),
