@@ -29,7 +29,7 @@ func TestHoldFreezesPricesAndHoldsSeats(t *testing.T) {
 	require.Equal(t, int64(10000), r.Items[1].Price)
 	require.Equal(t, int64(14999), r.Total)
 	require.WithinDuration(t, time.Now().Add(10*time.Minute), r.ExpiresAt, time.Minute)
-	require.True(t, b.desk.live(event, "alice"), "the admission lease was extended")
+	require.True(t, b.desk.live(event, b.uid("alice")), "the admission lease was extended")
 
 	var held int
 	require.NoError(t, b.db.QueryRow(context.Background(),
@@ -40,10 +40,10 @@ func TestHoldFreezesPricesAndHoldsSeats(t *testing.T) {
 		`SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND kind = 'inventory.changed'`, event).Scan(&events))
 	require.Equal(t, 2, events, "one inventory event per section touched")
 
-	got, err := loadReservation(context.Background(), b.db, r.ID, "alice")
+	got, err := loadReservation(context.Background(), b.db, r.ID, b.uid("alice"))
 	require.NoError(t, err)
 	require.Equal(t, r.Total, got.Total)
-	_, err = loadReservation(context.Background(), b.db, r.ID, "mallory")
+	_, err = loadReservation(context.Background(), b.db, r.ID, b.uid("mallory"))
 	require.ErrorIs(t, err, errNoReservation, "owner only")
 }
 
@@ -77,14 +77,14 @@ func TestHoldRefusals(t *testing.T) {
 		require.True(t, ok, "%v", err)
 		return e.Status
 	}
-	pass := b.desk.admit(event, "bob")
-	base := HoldInput{User: "bob", Event: event, Pass: pass, Key: "k", Seats: []int64{seats[0]}}
+	pass := b.desk.admit(event, b.uid("bob"))
+	base := HoldInput{User: b.uid("bob"), Event: event, Pass: pass, Key: "k", Seats: []int64{seats[0]}}
 
 	in := base
 	in.Pass = ""
 	require.Equal(t, 403, try(in), "no pass")
 	in = base
-	in.Pass = b.desk.admit(event, "carol")
+	in.Pass = b.desk.admit(event, b.uid("carol"))
 	require.Equal(t, 403, try(in), "someone else's pass")
 	in = base
 	in.Key = ""
@@ -100,7 +100,7 @@ func TestHoldRefusals(t *testing.T) {
 	require.Equal(t, 400, try(in), "no seats")
 	in = base
 	in.Event = "no-such-event"
-	in.Pass = b.desk.admit(in.Event, "bob")
+	in.Pass = b.desk.admit(in.Event, b.uid("bob"))
 	require.Equal(t, 404, try(in))
 
 	b.desk.down.Store(true)
@@ -136,7 +136,7 @@ func TestOnePendingCheckoutPerUser(t *testing.T) {
 	status, _, err = b.hold(t, event, "erin", "k2", []int64{seats[1]}, "")
 	require.Equal(t, 409, status)
 	require.Equal(t, "pending_checkout", err.(*web.Error).Code)
-	_, err = b.holds.Cancel(context.Background(), first.ID, "erin")
+	_, err = b.holds.Cancel(context.Background(), first.ID, b.uid("erin"))
 	require.NoError(t, err)
 	status, _, err = b.hold(t, event, "erin", "k3", []int64{seats[1]}, "")
 	require.NoError(t, err)
@@ -219,8 +219,8 @@ func TestIdempotency(t *testing.T) {
 	b := setup(t)
 	event, seats := b.event(t, "A:1x10@100")
 	ctx := context.Background()
-	pass := b.desk.admit(event, "fay")
-	in := HoldInput{User: "fay", Event: event, Pass: pass, Key: "key-1", Seats: []int64{seats[1], seats[2]}}
+	pass := b.desk.admit(event, b.uid("fay"))
+	in := HoldInput{User: b.uid("fay"), Event: event, Pass: pass, Key: "key-1", Seats: []int64{seats[1], seats[2]}}
 	first, err := b.holds.Hold(ctx, in)
 	require.NoError(t, err)
 	again, err := b.holds.Hold(ctx, in)
@@ -243,7 +243,7 @@ func TestIdempotency(t *testing.T) {
 	require.Equal(t, "idempotency_key_reused", err.(*web.Error).Code)
 
 	var n int
-	require.NoError(t, b.db.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE user_id = 'fay'`).Scan(&n))
+	require.NoError(t, b.db.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE user_id = $1`, b.uid("fay")).Scan(&n))
 	require.Equal(t, 1, n, "nothing executed twice")
 }
 
@@ -251,8 +251,8 @@ func TestConcurrentIdenticalRetriesExecuteOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	event, seats := b.event(t, "A:1x10@100")
-	pass := b.desk.admit(event, "gus")
-	in := HoldInput{User: "gus", Event: event, Pass: pass, Key: "double-tap", Seats: []int64{seats[7]}}
+	pass := b.desk.admit(event, b.uid("gus"))
+	in := HoldInput{User: b.uid("gus"), Event: event, Pass: pass, Key: "double-tap", Seats: []int64{seats[7]}}
 	var mu sync.Mutex
 	bodies := map[string]int{}
 	statuses := race(t, 20, func(int) int {
@@ -268,6 +268,6 @@ func TestConcurrentIdenticalRetriesExecuteOnce(t *testing.T) {
 	require.Equal(t, map[int]int{201: 20}, statuses)
 	require.Len(t, bodies, 1, "every retry got the one stored response")
 	var n int
-	require.NoError(t, b.db.QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE user_id = 'gus'`).Scan(&n))
+	require.NoError(t, b.db.QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE user_id = $1`, b.uid("gus")).Scan(&n))
 	require.Equal(t, 1, n)
 }

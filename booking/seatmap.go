@@ -195,6 +195,12 @@ func (s *SeatMap) states(ctx context.Context, l *layout) ([]byte, error) {
 		defer func() {
 			_ = fillRelease.Run(context.WithoutCancel(ctx), s.rdb, []string{fill}, token).Err()
 		}()
+		// The previous holder may have filled it between our miss and our
+		// lease: look again before querying.
+		if b, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
+			s.m.cache.WithLabelValues("waited").Inc()
+			return b, nil
+		}
 		b, err := s.queryStates(ctx, l)
 		if err != nil {
 			return nil, err

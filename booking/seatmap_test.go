@@ -240,9 +240,13 @@ func TestLiveInvalidationsFollowCommittedChanges(t *testing.T) {
 	_, _, err = br.hold(t, event, "sam", "k", []int64{seats[5]}, "")
 	require.NoError(t, err)
 	// Tests share the database: the relay publishes other tests' events too.
-	n, err := br.relay.RelayOnce(context.Background())
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, n, 1)
+	for {
+		n, err := br.relay.RelayOnce(context.Background())
+		require.NoError(t, err)
+		if n < 100 {
+			break
+		}
+	}
 
 	ev, data = events()
 	require.Equal(t, "invalidate", ev)

@@ -79,6 +79,7 @@ func (d *admissionDesk) Release(_ context.Context, event, user string) error {
 }
 
 type bundle struct {
+	run    string // makes user ids unique to this bundle (tests share a database)
 	db     *pgxpool.Pool
 	rdb    redis.UniversalClient
 	ks     store.Keyspace
@@ -105,7 +106,7 @@ func setupWith(t *testing.T, db *pgxpool.Pool, rdb redis.UniversalClient, mutate
 	}
 	m, err := NewMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)
-	b := &bundle{db: db, rdb: rdb, ks: store.NewKeyspace(testenv.Prefix(t)), desk: newDesk(), m: m, cfg: cfg}
+	b := &bundle{run: fmt.Sprintf("r%d-", eventSeq.Add(1)), db: db, rdb: rdb, ks: store.NewKeyspace(testenv.Prefix(t)), desk: newDesk(), m: m, cfg: cfg}
 	deps := HoldsDeps{DB: db, Redis: rdb, Keys: b.ks, Admission: b.desk, Config: cfg, Metrics: m, Log: testenv.Logger()}
 	b.holds, err = NewHolds(deps)
 	require.NoError(t, err)
@@ -144,6 +145,7 @@ func (b *bundle) event(t *testing.T, sections string, mutate ...func(*EventSpec)
 // decoded reservation on success.
 func (b *bundle) hold(t *testing.T, event, user, key string, seats []int64, promo string) (int, *Reservation, error) {
 	t.Helper()
+	user = b.uid(user)
 	pass := b.desk.admit(event, user)
 	res, err := b.holds.Hold(context.Background(), HoldInput{User: user, Event: event, Pass: pass, Key: key, Seats: seats, PromoCode: promo})
 	if err != nil {
@@ -156,6 +158,9 @@ func (b *bundle) hold(t *testing.T, event, user, key string, seats []int64, prom
 	require.NoError(t, json.Unmarshal(res.Body, &r))
 	return res.Status, &r, nil
 }
+
+// uid is the user id a test's short name stands for.
+func (b *bundle) uid(name string) string { return b.run + name }
 
 // liveItems counts live reservation items per seat of an event.
 func (b *bundle) liveItems(t *testing.T, event string) map[int64]int {
