@@ -92,12 +92,12 @@ type bundle struct {
 
 var eventSeq atomic.Int64
 
-func setup(t *testing.T, mutate ...func(*config.Booking)) *bundle {
+func setup(t testing.TB, mutate ...func(*config.Booking)) *bundle {
 	t.Helper()
 	return setupWith(t, testenv.Postgres(t), testenv.Redis(t), mutate...)
 }
 
-func setupWith(t *testing.T, db *pgxpool.Pool, rdb redis.UniversalClient, mutate ...func(*config.Booking)) *bundle {
+func setupWith(t testing.TB, db *pgxpool.Pool, rdb redis.UniversalClient, mutate ...func(*config.Booking)) *bundle {
 	t.Helper()
 	cfg := config.Default().Booking
 	cfg.HoldsPerMinute = 1000
@@ -116,7 +116,7 @@ func setupWith(t *testing.T, db *pgxpool.Pool, rdb redis.UniversalClient, mutate
 }
 
 // event creates a fresh event and returns its id and seat ids in layout order.
-func (b *bundle) event(t *testing.T, sections string, mutate ...func(*EventSpec)) (string, []int64) {
+func (b *bundle) event(t testing.TB, sections string, mutate ...func(*EventSpec)) (string, []int64) {
 	t.Helper()
 	secs, err := ParseSections(sections)
 	require.NoError(t, err)
