@@ -30,6 +30,7 @@ type Config struct {
 	Redis    Redis    `yaml:"redis"`
 	Postgres Postgres `yaml:"postgres"`
 	Auth     Auth     `yaml:"auth"`
+	Viewers  Viewers  `yaml:"viewers"`
 }
 
 // Log configures structured logging.
@@ -157,6 +158,7 @@ func Default() Config {
 			JWKSRefresh: 5 * time.Minute,
 			DevSecrets:  true,
 		},
+		Viewers: defaultViewers(),
 	}
 }
 
@@ -227,6 +229,7 @@ func (c *Config) Validate() error {
 	if c.Postgres.MaxConns <= 0 || c.Postgres.ReadOnlyMaxConns <= 0 || c.Postgres.WebhookMaxConns <= 0 {
 		bad("postgres.max_conns", "pool sizes must be positive")
 	}
+	c.validateViewers(bad)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
