@@ -56,7 +56,7 @@ var parts = map[string]part{
 	"viewers.count":        {needs: deps(needRedis, needPostgres), start: startViewersCount},
 	"viewers.push":         {needs: deps(needRedis, needPostgres), start: startViewersPush},
 	"viewers.controller":   {needs: deps(needRedis, needPostgres), start: startViewersController},
-	"viewers.abuse":        {needs: deps(needRedis, needPostgres)},
+	"viewers.abuse":        {needs: deps(needRedis, needPostgres), start: startViewersAbuse},
 	"presence.gateway":     {needs: deps(needRedis, needPostgres)},
 	"presence.read":        {needs: deps(needRedis, needPostgres)},
 	"presence.lifecycle":   {needs: deps(needRedis)},

@@ -121,3 +121,11 @@ func startViewersController(a *App) error {
 	}
 	return m.StartController(a.loopCtx, a)
 }
+
+func startViewersAbuse(a *App) error {
+	m, err := viewersModule(a)
+	if err != nil {
+		return err
+	}
+	return m.StartAbuse(a.loopCtx, a)
+}

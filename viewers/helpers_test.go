@@ -149,6 +149,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 			require.NoError(t, mod.StartPush(ctx, g, r))
 		case "controller":
 			require.NoError(t, mod.StartController(ctx, r))
+		case "abuse":
+			require.NoError(t, mod.StartAbuse(ctx, r))
 		}
 	}
 	ts := httptest.NewServer(srv.Echo)

@@ -3,8 +3,8 @@ package viewers
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 

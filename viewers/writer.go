@@ -98,7 +98,7 @@ type writer struct {
 	// once what was buffered before it is in Redis.
 	flushing [2]sync.Mutex
 	pending  atomic.Int64
-	healthy atomic.Bool
+	healthy  atomic.Bool
 
 	mu       sync.Mutex       // guards expiring and rates, shared by both flush loops
 	expiring map[string]int64 // keys whose expiry this process set, by bucket
