@@ -101,7 +101,11 @@ func setTier(t *testing.T, e *env, hotel string, tier Tier) {
 // buckets (60 s in production; 1 s buckets here).
 func TestSlidingWindowForgetsSilentSessions(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{cfg: func(v *cfgViewers) { v.Bucket = time.Second; v.FlushWindow = 20 * time.Millisecond; v.HotFlushWindow = 10 * time.Millisecond }})
+	e := newEnv(t, envOpts{cfg: func(v *cfgViewers) {
+		v.Bucket = time.Second
+		v.FlushWindow = 20 * time.Millisecond
+		v.HotFlushWindow = 10 * time.Millisecond
+	}})
 	stays, leaves := e.client(), e.client()
 	stays.heartbeat("window")
 	leaves.heartbeat("window")

@@ -188,6 +188,25 @@ func (fd *feed) Deliver(msg hub.Message) {
 	fd.offer(res)
 }
 
+// note records a count its subscribers were just sent directly (the
+// snapshot on subscribe), so the same count is not pushed again.
+func (f *feeds) note(res *countResult) {
+	f.mu.Lock()
+	fd := f.byHotel[res.hotel]
+	f.mu.Unlock()
+	if fd == nil || res.stale {
+		return
+	}
+	fd.mu.Lock()
+	if fd.latest == nil || res.asOf.After(fd.latest.asOf) {
+		fd.latest = res
+		if fd.timer == nil {
+			fd.last = res
+		}
+	}
+	fd.mu.Unlock()
+}
+
 // offer pushes res now, or schedules it when the hotel is throttled.
 func (fd *feed) offer(res *countResult) {
 	fd.mu.Lock()

@@ -52,6 +52,7 @@ func (mod *Module) stream(c echo.Context) error {
 			return nil
 		}
 		mod.m.pushes.WithLabelValues("sse").Inc()
+		mod.feeds.note(res)
 	}
 	return st.Serve(mem.q, func(m hub.Message) (web.SSEEvent, bool) {
 		return web.SSEEvent{Event: "count:updated", Data: m.Payload}, true
@@ -180,6 +181,7 @@ func (mod *Module) handleFrame(ctx context.Context, cl *wsClient, env web.Envelo
 		if res, err := mod.counter.get(h); err == nil {
 			cl.conn.Send(web.EventFrame("count:updated", json.RawMessage(res.body), env.ID))
 			mod.m.pushes.WithLabelValues("ws").Inc()
+			mod.feeds.note(res)
 		}
 	}
 	return nil
