@@ -14,7 +14,7 @@ import (
 )
 
 // addAll feeds session hashes through the write path as heartbeats would.
-func addAll(t *testing.T, e *env, hotel string, hs []uint64, tier Tier) {
+func addAll(t testing.TB, e *env, hotel string, hs []uint64, tier Tier) {
 	t.Helper()
 	now := time.Now()
 	for _, h := range hs {
@@ -77,7 +77,7 @@ func TestAccuracyAcrossTierChanges(t *testing.T) {
 }
 
 // setTier writes the tier table as the controller would and reloads it.
-func setTier(t *testing.T, e *env, hotel string, tier Tier) {
+func setTier(t testing.TB, e *env, hotel string, tier Tier) {
 	t.Helper()
 	db := testenv.Postgres(t)
 	target := tier.Read

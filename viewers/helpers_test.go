@@ -58,7 +58,7 @@ func fastConfig() config.Viewers {
 
 // env is one viewers module on real stores behind a test HTTP server.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	mod    *Module
 	srv    *httptest.Server
 	rdb    redis.UniversalClient
@@ -92,7 +92,7 @@ func (r runner) Go(_ string, run func(ctx context.Context) error) {
 	}()
 }
 
-func newEnv(t *testing.T, o envOpts) *env {
+func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	cfg := fastConfig()
 	if o.cfg != nil {

@@ -15,7 +15,7 @@ func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) 
 
 type cfgViewers = config.Viewers
 
-func newTestRedis(t *testing.T) *redis.Client {
+func newTestRedis(t testing.TB) *redis.Client {
 	opt, err := redis.ParseURL(testenv.RedisURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +26,7 @@ func newTestRedis(t *testing.T) *redis.Client {
 }
 
 // requireNear checks a HyperLogLog estimate is within 2 % of the truth.
-func requireNear(t *testing.T, want int, got int64) {
+func requireNear(t testing.TB, want int, got int64) {
 	t.Helper()
 	errPct := 100 * math.Abs(float64(got)-float64(want)) / float64(want)
 	if errPct > 2 {
