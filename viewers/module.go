@@ -16,6 +16,7 @@ package viewers
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"log/slog"
 	"sync"
@@ -146,6 +147,10 @@ func (mod *Module) loadTiers(ctx context.Context, r Runner) {
 func (mod *Module) StartHeartbeat(ctx context.Context, g *echo.Group, r Runner) error {
 	if !mod.ring.CanSign() {
 		return errors.New("viewers: the ingest plane needs viewers.cookie_signing_key to issue session cookies")
+	}
+	if pub, ok := mod.ring.Public(mod.ring.ActiveID()); ok {
+		mod.log.Info("viewers: signing session cookies", "kid", mod.ring.ActiveID(),
+			"verify_key", mod.ring.ActiveID()+":"+base64.StdEncoding.EncodeToString(pub))
 	}
 	mod.loadTiers(ctx, r)
 	mod.startOnce("deny", func() {
