@@ -158,6 +158,26 @@ func TestClusterKeepsAHotelInOneSlot(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, c.heartbeat("cluster-http").StatusCode)
 	e.flush()
 	require.Equal(t, int64(1), e.countOf("cluster-http").Count)
+
+	// Pipelined scripts route per key across nodes: prefix buckets of many
+	// networks (many slots) in one sync, and publish leases.
+	var debits []prefixDebit
+	for i := 0; i < 20; i++ {
+		p, _ := prefixOf(fmt.Sprintf("203.0.%d.1", i))
+		debits = append(debits, prefixDebit{p: p, st: &prefixState{}, n: 3})
+	}
+	require.NoError(t, e.mod.prefixes.debit(ctx, debits))
+	for _, d := range debits {
+		left, err := d.cmd.Int64()
+		require.NoError(t, err)
+		require.Equal(t, int64(e.cfg.PrefixBurst-3)*1000, left)
+	}
+	// Live counts over sharded pub/sub.
+	ws := dialWS(t, e)
+	require.NoError(t, ws.WriteJSON(map[string]any{"v": 1, "event": "count:subscribe", "payload": map[string]any{"hotels": []string{"cluster-live"}}}))
+	require.Equal(t, int64(0), countPayload(t, readEnvelope(t, ws)).Count)
+	e.client().heartbeat("cluster-live")
+	require.Equal(t, int64(1), countPayload(t, readEnvelope(t, ws)).Count)
 }
 
 // Concurrent misses for one hotel share one Redis read.
