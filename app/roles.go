@@ -52,11 +52,11 @@ const (
 // A part's needs hold even before it is built: they are the contract of its
 // plane (the admit plane never holds database credentials).
 var parts = map[string]part{
-	"viewers.heartbeat":    {needs: deps(needRedis, needPostgres)},
-	"viewers.count":        {needs: deps(needRedis, needPostgres)},
-	"viewers.push":         {needs: deps(needRedis)},
-	"viewers.controller":   {needs: deps(needRedis, needPostgres)},
-	"viewers.abuse":        {needs: deps(needRedis, needPostgres)},
+	"viewers.heartbeat":    {needs: deps(needRedis, needPostgres), start: startViewersHeartbeat},
+	"viewers.count":        {needs: deps(needRedis, needPostgres), start: startViewersCount},
+	"viewers.push":         {needs: deps(needRedis, needPostgres), start: startViewersPush},
+	"viewers.controller":   {needs: deps(needRedis, needPostgres), start: startViewersController},
+	"viewers.abuse":        {needs: deps(needRedis, needPostgres), start: startViewersAbuse},
 	"presence.gateway":     {needs: deps(needRedis, needPostgres)},
 	"presence.read":        {needs: deps(needRedis, needPostgres)},
 	"presence.lifecycle":   {needs: deps(needRedis)},

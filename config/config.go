@@ -32,6 +32,7 @@ type Config struct {
 	Auth     Auth     `yaml:"auth"`
 	Outbox   Outbox   `yaml:"outbox"`
 	Booking  Booking  `yaml:"booking"`
+	Viewers  Viewers  `yaml:"viewers"`
 }
 
 // Log configures structured logging.
@@ -161,6 +162,7 @@ func Default() Config {
 		},
 		Outbox:  defaultOutbox(),
 		Booking: defaultBooking(),
+		Viewers: defaultViewers(),
 	}
 }
 
@@ -232,6 +234,7 @@ func (c *Config) Validate() error {
 		bad("postgres.max_conns", "pool sizes must be positive")
 	}
 	c.validateBooking(bad)
+	c.validateViewers(bad)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
