@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,17 +15,15 @@ import (
 
 // The viewers module is built once per process and shared by its parts
 // (heartbeat, count, push, controller, abuse).
-var viewersModules = struct {
-	sync.Mutex
-	m map[*App]*viewers.Module
-}{m: map[*App]*viewers.Module{}}
-
 func viewersModule(a *App) (*viewers.Module, error) {
-	viewersModules.Lock()
-	defer viewersModules.Unlock()
-	if m := viewersModules.m[a]; m != nil {
-		return m, nil
+	v, err := a.memo("viewers", func() (any, error) { return buildViewers(a) })
+	if err != nil {
+		return nil, err
 	}
+	return v.(*viewers.Module), nil
+}
+
+func buildViewers(a *App) (*viewers.Module, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cfg := a.Config.Viewers
@@ -62,13 +59,6 @@ func viewersModule(a *App) (*viewers.Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	viewersModules.m[a] = m
-	a.OnStop(func() error {
-		viewersModules.Lock()
-		delete(viewersModules.m, a)
-		viewersModules.Unlock()
-		return nil
-	})
 	return m, nil
 }
 
