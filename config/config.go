@@ -30,6 +30,8 @@ type Config struct {
 	Redis    Redis    `yaml:"redis"`
 	Postgres Postgres `yaml:"postgres"`
 	Auth     Auth     `yaml:"auth"`
+
+	Waitingroom Waitingroom `yaml:"waitingroom"`
 }
 
 // Log configures structured logging.
@@ -157,6 +159,7 @@ func Default() Config {
 			JWKSRefresh: 5 * time.Minute,
 			DevSecrets:  true,
 		},
+		Waitingroom: defaultWaitingroom(),
 	}
 }
 
@@ -227,6 +230,7 @@ func (c *Config) Validate() error {
 	if c.Postgres.MaxConns <= 0 || c.Postgres.ReadOnlyMaxConns <= 0 || c.Postgres.WebhookMaxConns <= 0 {
 		bad("postgres.max_conns", "pool sizes must be positive")
 	}
+	validateWaitingroom(c.Waitingroom, bad)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
