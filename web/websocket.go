@@ -125,12 +125,13 @@ type Conn struct {
 	queue   [][]byte
 	writing bool
 	closed  bool
-	// final, once set, closes the connection after the queue is written.
-	final *closeFrame
 	ping    *time.Timer
 	done    chan struct{}
 	ctx     context.Context
 	cancel  context.CancelFunc
+
+	// final, once set, closes the connection after the queue is written.
+	final *closeFrame
 }
 
 // Upgrade turns the request into a WebSocket of the given kind (a label for
