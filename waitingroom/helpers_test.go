@@ -279,7 +279,8 @@ func readFrame(t testing.TB, c *websocket.Conn, timeout time.Duration) (web.Enve
 
 func randKey() int64 { return rand.Int64N(1<<52) + 1 }
 
-// counterValue reads one labelled counter from a registry.
+// counterValue reads a counter from a registry (label "" for one without
+// labels).
 func counterValue(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
@@ -289,6 +290,9 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name, label, value str
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			if label == "" {
+				return m.GetCounter().GetValue()
+			}
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
 					return m.GetCounter().GetValue()
