@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,7 +97,7 @@ func redisKinds(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 	})
 }
 
-func setup(t *testing.T, rdb redis.UniversalClient, mutate func(*config.Waitingroom)) *bundle {
+func setup(t testing.TB, rdb redis.UniversalClient, mutate func(*config.Waitingroom)) *bundle {
 	t.Helper()
 	return newBundle(t, rdb, testenv.Prefix(t), newRing(t, "k1"), mutate)
 }
@@ -302,3 +303,7 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name, label, value str
 	}
 	return 0
 }
+
+type atomicCounter struct{ n atomic.Int64 }
+
+func (c *atomicCounter) next() int64 { return c.n.Add(1) }

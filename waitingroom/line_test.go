@@ -414,7 +414,13 @@ func TestAdmissionRateAndEstimate(t *testing.T) {
 		require.Less(t, w, 5*time.Second)
 	}
 	time.Sleep(1100 * time.Millisecond)
-	b.tick(t, "ev")
+	r = b.tick(t, "ev")
+	require.Len(t, r.Waits, 5)
+	for _, w := range r.Waits {
+		// Joined before the first tick recorded the sequence: the wait is
+		// measured from that tick, to one tick.
+		require.InDelta(t, 1.1, w.Seconds(), 0.5)
+	}
 	room, p, err = b.line.Status(context.Background(), "ev", "u20")
 	require.NoError(t, err)
 	require.Greater(t, room.Rate, 5.0, "10 admitted within about a second")

@@ -77,6 +77,26 @@ elseif cfg[6] == 'lottery' and open > 0 and st[4] ~= '1' then
   status = 'draw'
 end
 
+-- joinTimes answers when each of the popped sequences (ascending) had been
+-- reached, from one range read of the join-time index.
+local function joinTimes(scores)
+  local out = {}
+  if #scores == 0 then
+    return out
+  end
+  local recs = redis.call('ZRANGEBYSCORE', KEYS[8], scores[1], scores[#scores], 'WITHSCORES')
+  local last = redis.call('ZRANGEBYSCORE', KEYS[8], '(' .. scores[#scores], '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  recs[#recs + 1], recs[#recs + 2] = last[1], last[2]
+  local j = 1
+  for i, s in ipairs(scores) do
+    while recs[j + 1] and tonumber(recs[j + 1]) < s do
+      j = j + 2
+    end
+    out[i] = tonumber(recs[j]) or now
+  end
+  return out
+end
+
 local admitted, waits = {}, {}
 if status == 'ok' then
   local since = tonumber(st[6]) or 0
@@ -86,27 +106,42 @@ if status == 'ok' then
   local want = math.min(capacity - redis.call('ZCARD', KEYS[3]), batch)
   local budget = want + tonumber(ARGV[2])
   while #admitted < want and budget > 0 do
-    local popped = redis.call('ZPOPMIN', KEYS[1], math.min(want - #admitted, budget))
+    -- Pop in slices of at most 1000 (Lua's unpack limit), re-checking every
+    -- candidate's heartbeat in one read.
+    local popped = redis.call('ZPOPMIN', KEYS[1], math.min(want - #admitted, budget, 1000))
     if #popped == 0 then
       break
     end
+    local users = {}
     for i = 1, #popped, 2 do
-      local user, score = popped[i], tonumber(popped[i + 1])
-      budget = budget - 1
-      local seen = tonumber(redis.call('ZSCORE', KEYS[2], user))
-      redis.call('ZREM', KEYS[2], user)
-      if seen and seen >= cutoff then
-        redis.call('ZADD', KEYS[3], now + leaseMs, user)
+      users[#users + 1] = popped[i]
+    end
+    budget = budget - #users
+    local seen = redis.call('ZMSCORE', KEYS[2], unpack(users))
+    redis.call('ZREM', KEYS[2], unpack(users))
+    local leases, drawn, fifo, fifoUsers = {}, {}, {}, {}
+    for i, user in ipairs(users) do
+      local at = tonumber(seen[i])
+      if at and at >= cutoff then
+        leases[#leases + 1] = now + leaseMs
+        leases[#leases + 1] = user
         admitted[#admitted + 1] = user
-        local joined = open
+        local score = tonumber(popped[2 * i])
         if score > 0 then
-          local rec = redis.call('ZRANGEBYSCORE', KEYS[8], score, '+inf', 'LIMIT', 0, 1)
-          joined = tonumber(rec[1]) or now
+          fifo[#fifo + 1] = score
+          fifoUsers[#fifoUsers + 1] = #admitted
+        else
+          waits[#admitted] = math.max(0, now - open)
         end
-        waits[#waits + 1] = math.max(0, now - joined)
       else
         abandoned = abandoned + 1
       end
+    end
+    if #leases > 0 then
+      redis.call('ZADD', KEYS[3], unpack(leases))
+    end
+    for i, joined in ipairs(joinTimes(fifo)) do
+      waits[fifoUsers[i]] = math.max(0, now - joined)
     end
   end
 end
@@ -119,18 +154,20 @@ else
   redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', '(' .. seq)
 end
 
--- Tick log: admissions and abandonments per tick over the estimate window.
+-- Tick log: admissions and abandonments per tick over the estimate window,
+-- with a running sum of the admissions in it.
 local window = tonumber(ARGV[4])
-if #admitted > 0 or abandoned > 0 then
-  redis.call('ZADD', KEYS[7], now, now .. ':' .. #admitted .. ':' .. abandoned)
+local sum = tonumber(redis.call('HGET', KEYS[6], 'wsum')) or 0
+for _, e in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', '(' .. (now - window))) do
+  sum = sum - tonumber(string.match(e, '^%d+:(%d+):'))
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', '(' .. (now - window))
+if #admitted > 0 or abandoned > 0 then
+  redis.call('ZADD', KEYS[7], now, now .. ':' .. #admitted .. ':' .. abandoned)
+  sum = sum + #admitted
+end
+redis.call('HSET', KEYS[6], 'wsum', math.max(sum, 0))
 if status == 'ok' then
-  local sum = 0
-  for _, e in ipairs(redis.call('ZRANGE', KEYS[7], 0, -1)) do
-    local a = string.match(e, '^%d+:(%d+):')
-    sum = sum + tonumber(a)
-  end
   local since = tonumber(redis.call('HGET', KEYS[6], 'since'))
   local span = math.max(now - math.max(now - window, since), 1000)
   redis.call('HSET', KEYS[6], 'rate', string.format('%.4f', sum * 1000 / span))
