@@ -4,12 +4,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/presenced/presenced/loadgen"
+	"github.com/presenced/presenced/waitingroom"
 )
 
 // scenarios lists every load scenario; a module adds its own here.
 func scenarios() []loadgen.Scenario {
 	return []loadgen.Scenario{
 		loadgen.NewHTTP(),
+		waitingroom.NewLoadScenario(),
 	}
 }
 
