@@ -39,6 +39,7 @@ type LoadScenario struct {
 	checkoutMin, checkoutMax time.Duration
 	capacity, batch          int
 	heartbeatTimeout         time.Duration
+	lease                    time.Duration
 	tick                     time.Duration
 	event                    string
 	hold                     bool
@@ -64,6 +65,7 @@ func (s *LoadScenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.capacity, "capacity", 100, "waiting-room capacity (concurrent checkouts)")
 	fs.IntVar(&s.batch, "batch", 20, "admissions per tick at most")
 	fs.DurationVar(&s.heartbeatTimeout, "heartbeat-timeout", 15*time.Second, "silence after which an entry is abandoned (at least 10s)")
+	fs.DurationVar(&s.lease, "lease", 30*time.Second, "checkout lease (10s..1h): how long a slot of someone who got in and walked away stays taken")
 	fs.DurationVar(&s.tick, "tick", time.Second, "the server's waitingroom.tick_interval (order checks tolerate half a tick)")
 	fs.StringVar(&s.event, "event", "", "event id (default: a fresh loadgen-<time> room, deleted at the end)")
 	fs.BoolVar(&s.hold, "hold", true, "hold admissions until everyone joined, and measure the full line's memory")
@@ -113,7 +115,7 @@ func (s *LoadScenario) Run(ctx context.Context, r *loadgen.Runner) error {
 		dialer: &websocket.Dialer{HandshakeTimeout: r.Options.Timeout}}
 	r.Label("joins")
 	settings := map[string]any{
-		"capacity": s.capacity, "batch": s.batch, "leaseSeconds": 300, "mode": ModeFIFO,
+		"capacity": s.capacity, "batch": s.batch, "leaseSeconds": int(s.lease / time.Second), "mode": ModeFIFO,
 		"heartbeatTimeoutSeconds": int(s.heartbeatTimeout / time.Second), "paused": s.hold, "openAt": nil,
 	}
 	if err := run.admin(ctx, http.MethodPut, settings, nil); err != nil {
