@@ -244,18 +244,12 @@ func (h *handlers) putSettings(c echo.Context) error {
 	event := c.Param("event")
 	ctx, cancel := h.storeCtx(c)
 	defer cancel()
-	current, err := h.m.line.Settings(ctx, event)
-	created := errors.Is(err, ErrNoRoom)
-	if created {
-		current = h.m.defaults()
-	} else if err != nil {
-		return h.fail("settings", err)
+	next, created, err := h.m.line.UpdateSettings(ctx, event, h.m.defaults(), patch.apply)
+	var invalid *InvalidSettingsError
+	if errors.As(err, &invalid) {
+		return web.Errorf(http.StatusUnprocessableEntity, "invalid_settings", "%v", invalid.Err)
 	}
-	next, err := patch.apply(current)
 	if err != nil {
-		return web.Errorf(http.StatusUnprocessableEntity, "invalid_settings", "%v", err)
-	}
-	if err := h.m.line.PutSettings(ctx, event, next); err != nil {
 		return h.fail("settings", err)
 	}
 	status := http.StatusOK

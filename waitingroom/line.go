@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -317,20 +318,75 @@ func (l *Line) Settings(ctx context.Context, event string) (Settings, error) {
 }
 
 // PutSettings stores event's settings and registers the event with the
-// workers. It reports whether the waiting room was created.
+// workers.
 func (l *Line) PutSettings(ctx context.Context, event string, s Settings) error {
-	k := keysOf(l.keys, event)
-	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, k.settings, s.hash())
-		return nil
-	})
-	if err != nil {
+	if err := l.rdb.HSet(ctx, keysOf(l.keys, event).settings, s.hash()).Err(); err != nil {
 		return fmt.Errorf("waitingroom put settings: %w", err)
 	}
-	// The registry lives in another slot: written second, so a worker never
-	// ticks an event without settings, and repeated on every PUT, so a
-	// failure here is repaired by the operator's retry.
-	_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	return l.register(ctx, event)
+}
+
+// InvalidSettingsError is a change refused by validation; nothing was
+// stored.
+type InvalidSettingsError struct{ Err error }
+
+func (e *InvalidSettingsError) Error() string { return e.Err.Error() }
+func (e *InvalidSettingsError) Unwrap() error { return e.Err }
+
+// UpdateSettings applies change to event's settings (to defaults when the
+// room does not exist yet) under optimistic locking, so two operators
+// changing different fields at once both keep their change. It answers the
+// stored settings and whether the room was created.
+func (l *Line) UpdateSettings(ctx context.Context, event string, defaults Settings, change func(Settings) (Settings, error)) (Settings, bool, error) {
+	key := keysOf(l.keys, event).settings
+	var next Settings
+	var created bool
+	update := func(tx *redis.Tx) error {
+		h, err := tx.HGetAll(ctx, key).Result()
+		if err != nil {
+			return err
+		}
+		current := defaults
+		created = len(h) == 0
+		if !created {
+			if current, err = settingsFromHash(h); err != nil {
+				return err
+			}
+		}
+		if next, err = change(current); err != nil {
+			return &InvalidSettingsError{Err: err}
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, key, next.hash())
+			return nil
+		})
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		err := l.rdb.Watch(ctx, update, key)
+		if errors.Is(err, redis.TxFailedErr) && attempt < 50 {
+			// Another change won the race: back off a little and retry.
+			time.Sleep(time.Duration(1+rand.IntN(5)) * time.Millisecond)
+			continue
+		}
+		var invalid *InvalidSettingsError
+		if errors.As(err, &invalid) {
+			return Settings{}, false, err
+		}
+		if err != nil {
+			return Settings{}, false, fmt.Errorf("waitingroom update settings: %w", err)
+		}
+		break
+	}
+	return next, created, l.register(ctx, event)
+}
+
+// register adds event to the set the workers tick. The registry lives in
+// another slot: it is written after the settings, so a worker never ticks
+// an event without them, and on every change, so a failure here is
+// repaired by the operator's retry.
+func (l *Line) register(ctx context.Context, event string) error {
+	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.SAdd(ctx, l.registry.Key("events"), event)
 		p.Incr(ctx, l.registry.Key("events", "version"))
 		return nil

@@ -472,3 +472,42 @@ func TestSettingsValidation(t *testing.T) {
 	require.Equal(t, 15, keys[len(keys)-1])
 	require.True(t, slices.IsSorted(keys))
 }
+
+// Concurrent changes of the settings do not overwrite each other.
+func TestUpdateSettingsIsAtomic(t *testing.T) {
+	t.Parallel()
+	redisKinds(t, func(t *testing.T, rdb redis.UniversalClient) {
+		b := setup(t, rdb, nil)
+		ctx := context.Background()
+		incr := func(s Settings) (Settings, error) { s.Capacity++; return s, nil }
+		_, created, err := b.line.UpdateSettings(ctx, "ev", b.mod.defaults(), incr)
+		require.NoError(t, err)
+		require.True(t, created)
+		errs := make(chan error, 20)
+		for i := 0; i < 20; i++ {
+			go func() {
+				_, created, err := b.line.UpdateSettings(ctx, "ev", b.mod.defaults(), incr)
+				if created {
+					err = fmt.Errorf("created twice")
+				}
+				errs <- err
+			}()
+		}
+		for i := 0; i < 20; i++ {
+			require.NoError(t, <-errs)
+		}
+		s, err := b.line.Settings(ctx, "ev")
+		require.NoError(t, err)
+		require.Equal(t, b.mod.defaults().Capacity+21, s.Capacity)
+
+		_, _, err = b.line.UpdateSettings(ctx, "ev", b.mod.defaults(), func(s Settings) (Settings, error) {
+			s.Batch = 0
+			return s, s.Validate()
+		})
+		var invalid *InvalidSettingsError
+		require.ErrorAs(t, err, &invalid)
+		s2, err := b.line.Settings(ctx, "ev")
+		require.NoError(t, err)
+		require.Equal(t, s, s2, "a refused change stores nothing")
+	})
+}

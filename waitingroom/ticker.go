@@ -197,6 +197,9 @@ func (t *Ticker) TickEvent(ctx context.Context, event string) (TickResult, bool)
 	})
 	cancel()
 	t.m.tickDuration.Observe(time.Since(start).Seconds())
+	if err != nil && ctx.Err() != nil {
+		return r, false // shutting down
+	}
 	if err != nil {
 		// The script is atomic: a failed tick admitted nobody.
 		t.m.ticks.WithLabelValues("error").Inc()
