@@ -167,3 +167,24 @@ func usedMemory(tb testing.TB, rdb redis.UniversalClient) int64 {
 	tb.Fatal("no used_memory in INFO memory")
 	return 0
 }
+
+// BenchmarkPlaces is one positions call for 500 sockets of a process (their
+// heartbeats refreshed, ranks read) in a line of 1,000,000.
+func BenchmarkPlaces(b *testing.B) {
+	bb := setup(b, testenv.Redis(b), nil)
+	bb.openRoom(b, "ev", Settings{Paused: true})
+	fill(b, bb, "ev", 1_000_000, userID12, false)
+	users := make([]string, placesChunk)
+	for i := range users {
+		users[i] = userID12(i * 1999)
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		_, places, err := bb.line.Places(ctx, "ev", users)
+		if err != nil || places[0].State != StateQueued {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/placesChunk, "ns/socket")
+	_ = bb.rdb.Del(ctx, keysOf(bb.keys, "ev").all()...).Err()
+}
