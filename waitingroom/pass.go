@@ -145,7 +145,10 @@ func (v *Verifier) key(t *jwt.Token) (any, error) {
 // lease exists (ErrNotAdmitted otherwise).
 func (v *Verifier) Extend(ctx context.Context, event, user string, d time.Duration) error {
 	if d <= 0 {
-		return fmt.Errorf("waitingroom: extend by %s: the duration must be positive", d)
+		return fmt.Errorf("%w: cannot extend a lease by %s", ErrNotAdmitted, d)
+	}
+	if user == "" || !ValidEvent(event) {
+		return fmt.Errorf("%w: no such event or user", ErrNotAdmitted)
 	}
 	ctx, cancel := v.bound(ctx)
 	defer cancel()
@@ -162,6 +165,9 @@ func (v *Verifier) Extend(ctx context.Context, event, user string, d time.Durati
 // Release ends the lease of (event, user), freeing its capacity for the
 // next tick; releasing a lease that is gone is not an error.
 func (v *Verifier) Release(ctx context.Context, event, user string) error {
+	if user == "" || !ValidEvent(event) {
+		return nil // nothing can be held there
+	}
 	ctx, cancel := v.bound(ctx)
 	defer cancel()
 	if err := v.line.ReleaseLease(ctx, event, user); err != nil {

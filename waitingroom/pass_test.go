@@ -112,7 +112,10 @@ func TestPassRefusals(t *testing.T) {
 		require.ErrorIs(t, v.Verify(ctx, good, "ev", "alice"), ErrNotAdmitted, "revoked lease")
 		require.ErrorIs(t, v.Extend(ctx, "ev", "alice", time.Minute), ErrNotAdmitted)
 		require.ErrorIs(t, v.Extend(ctx, "ev", "carol", time.Minute), ErrNotAdmitted)
-		require.Error(t, v.Extend(ctx, "ev", "bob", 0))
+		require.ErrorIs(t, v.Extend(ctx, "ev", "bob", 0), ErrNotAdmitted)
+		require.ErrorIs(t, v.Extend(ctx, "e{v}", "bob", time.Minute), ErrNotAdmitted)
+		require.ErrorIs(t, v.Verify(ctx, good, "", "alice"), ErrNotAdmitted)
+		require.NoError(t, v.Release(ctx, "e{v}", "bob"))
 
 		// An expired lease is not extended either.
 		b.join(t, "ev", "dave")
