@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,6 +84,8 @@ type loadUser struct {
 	joined     bool
 	admittedAt time.Time // when queue:admitted arrived; zero: never
 	left       bool
+	reconnects int
+	lostSocket bool // could not hold a socket: stopped heartbeating
 }
 
 type loadRun struct {
@@ -94,7 +97,6 @@ type loadRun struct {
 	users   []*loadUser
 	holders atomic.Int64
 	maxHold atomic.Int64
-	sockErr atomic.Int64
 }
 
 func (s *LoadScenario) Run(ctx context.Context, r *loadgen.Runner) error {
@@ -255,7 +257,9 @@ func (run *loadRun) monitor(ctx context.Context) func() (int, int) {
 }
 
 // user joins at its time, holds its socket until admitted (or until it
-// abandons), checks out for a while and leaves.
+// abandons), checks out for a while and leaves. Like a real client it
+// retries a 503 after its Retry-After and reconnects a dropped socket
+// (its place is kept).
 func (run *loadRun) user(ctx context.Context, u *loadUser, at time.Time, joined func()) {
 	s := run.s
 	tok, err := auth.SignDev(s.jwtSecret, u.id, time.Hour, nil, "", "")
@@ -270,24 +274,60 @@ func (run *loadRun) user(ctx context.Context, u *loadUser, at time.Time, joined 
 		return
 	}
 	u.joinStart = time.Now()
-	err = run.post(ctx, "join", tok)
+	err = run.join(ctx, tok)
 	u.joinEnd = time.Now()
-	run.r.Record(u.joinEnd.Sub(u.joinStart), err)
 	u.joined = err == nil
 	joined()
 	if err != nil {
 		return
 	}
-	conn, _, err := run.dialer.DialContext(ctx, run.ws+"/v1/waitingroom/"+url.PathEscape(s.event)+"/ws?token="+url.QueryEscape(tok), nil)
-	if err != nil {
-		run.sockErr.Add(1)
-		return
-	}
-	defer conn.Close()
 	var leaveAt <-chan time.Time
 	if u.abandons {
 		leaveAt = time.After(time.Duration(rand.Int64N(int64(s.window))))
 	}
+	for attempt := 0; ; attempt++ {
+		if run.hold(ctx, u, tok, leaveAt) || ctx.Err() != nil {
+			return
+		}
+		if attempt == 5 {
+			u.lostSocket = true
+			return
+		}
+		u.reconnects++
+		select {
+		case <-time.After(time.Duration(250+rand.IntN(750)) * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// join posts the join, retrying a 503 after its Retry-After; each attempt
+// is recorded.
+func (run *loadRun) join(ctx context.Context, tok string) error {
+	for attempt := 0; ; attempt++ {
+		t0 := time.Now()
+		status, retry, err := run.post(ctx, "join", tok)
+		run.r.Record(time.Since(t0), err)
+		if status != http.StatusServiceUnavailable || attempt == 4 {
+			return err
+		}
+		select {
+		case <-time.After(retry):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// hold keeps one socket until the user is done (admitted and checked out,
+// or abandoned): it reports false when the socket failed or ended first.
+func (run *loadRun) hold(ctx context.Context, u *loadUser, tok string, leaveAt <-chan time.Time) bool {
+	conn, _, err := run.dialer.DialContext(ctx, run.ws+"/v1/waitingroom/"+url.PathEscape(run.s.event)+"/ws?token="+url.QueryEscape(tok), nil)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
 	frames := make(chan web.Envelope, 4)
 	go func() {
 		defer close(frames)
@@ -305,22 +345,21 @@ func (run *loadRun) user(ctx context.Context, u *loadUser, at time.Time, joined 
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return true
 		case <-leaveAt:
-			return // abandons: the socket closes, nothing more is sent
+			return true // abandons: the socket closes, nothing more is sent
 		case env, ok := <-frames:
 			if !ok {
-				return
+				return false
 			}
 			if env.Event != eventAdmitted {
 				continue
 			}
 			u.admittedAt = time.Now()
-			if u.abandons {
-				return // got in, then walked away: the lease runs out
-			}
-			run.checkout(ctx, u, tok)
-			return
+			if !u.abandons {
+				run.checkout(ctx, u, tok)
+			} // else: got in, then walked away; the lease runs out
+			return true
 		}
 	}
 }
@@ -341,36 +380,48 @@ func (run *loadRun) checkout(ctx context.Context, u *loadUser, tok string) {
 	}
 	// The checkout ends: leave releases the lease for the next tick.
 	lctx, cancel := context.WithTimeout(context.Background(), run.r.Options.Timeout)
-	u.left = run.post(lctx, "leave", tok) == nil
+	_, _, err := run.post(lctx, "leave", tok)
+	u.left = err == nil
 	cancel()
 	run.holders.Add(-1)
 }
 
-func (run *loadRun) post(ctx context.Context, op, tok string) error {
+// post calls a user endpoint; it answers the status and, for a 503, the
+// Retry-After.
+func (run *loadRun) post(ctx context.Context, op, tok string) (int, time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, run.base+"/v1/waitingroom/"+url.PathEscape(run.s.event)+"/"+op, nil)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := run.r.Client.Do(req)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return loadgen.StatusError(resp.StatusCode)
+		retry := time.Second
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			retry = time.Duration(secs) * time.Second
+		}
+		return resp.StatusCode, retry, loadgen.StatusError(resp.StatusCode)
 	}
-	return nil
+	return resp.StatusCode, 0, nil
 }
 
 func (run *loadRun) figures(elapsed time.Duration, maxActive, capacity int) {
 	r := run.r
 	var stayed []*loadUser
-	var admitted, abandoned, abandonedIn, waiting int
+	var admitted, abandoned, abandonedIn, waiting, lost, reconnects int
 	var waits loadgen.Histogram
 	for _, u := range run.users {
 		if !u.joined {
+			continue
+		}
+		reconnects += u.reconnects
+		if u.lostSocket {
+			lost++
 			continue
 		}
 		if u.abandons {
@@ -394,7 +445,7 @@ func (run *loadRun) figures(elapsed time.Duration, maxActive, capacity int) {
 	r.AddFigure("order violations", "%d (an earlier joiner admitted more than half a tick later)", violations(stayed, run.s.tick/2))
 	r.AddFigure("max active leases vs capacity", "%d / %d (admin stats every 100ms; client-side holders max %d)", maxActive, capacity, run.maxHold.Load())
 	r.AddFigure("join to admission p50/p99", "%s / %s", waits.Quantile(0.5).Round(time.Millisecond), waits.Quantile(0.99).Round(time.Millisecond))
-	r.AddFigure("socket errors", "%d", run.sockErr.Load())
+	r.AddFigure("sockets", "%d reconnects; %d users gave up holding one (left out above)", reconnects, lost)
 	r.AddFigure("admission throughput", "%.1f/s over %s", float64(admitted+abandonedIn)/elapsed.Seconds(), elapsed.Round(time.Second))
 }
 

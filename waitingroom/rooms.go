@@ -210,10 +210,11 @@ func (r *room) refresh(all bool) {
 			continue
 		}
 		if err != nil {
-			// Fail closed: no news is sent, nobody is told they are in.
+			// Fail closed: no news is sent, nobody is told they are in. The
+			// other chunks still go, so their heartbeats stay fresh.
 			m.metrics.storeErrors.WithLabelValues("positions").Inc()
 			m.log.Warn("waitingroom: read positions", "event", r.event, "err", err)
-			return
+			continue
 		}
 		for i, u := range chunk {
 			r.tell(u, room, places[i], all)
