@@ -172,12 +172,23 @@ func (h *handlers) socket(c echo.Context) error {
 	r := h.m.rooms.attach(event, w)
 	defer h.m.rooms.detach(r, w)
 	limit := rate.NewLimiter(clientFrameRate, clientFrameBurst)
+	refused := 0
 	for {
 		msg, err := conn.Read()
 		if err != nil {
 			return nil
 		}
-		h.clientFrame(conn, event, user, msg, limit)
+		if !limit.Allow() {
+			// A client that keeps flooding is closed rather than answered.
+			if refused++; refused > clientFrameBurst*2 {
+				conn.Close(web.ClosePolicy, "too many frames")
+				continue
+			}
+			conn.Send(web.ErrorFrame(web.CodeRateLimited, "at most one frame a second", ""))
+			continue
+		}
+		refused = 0
+		h.clientFrame(conn, event, user, msg)
 	}
 }
 
@@ -189,14 +200,10 @@ func drain(conn *web.Conn) {
 	}
 }
 
-func (h *handlers) clientFrame(conn *web.Conn, event, user string, msg []byte, limit *rate.Limiter) {
+func (h *handlers) clientFrame(conn *web.Conn, event, user string, msg []byte) {
 	env, perr := web.ParseEnvelope(msg)
 	if perr != nil {
 		conn.Send(web.ErrorFrame(perr.Code, perr.Message, env.ID))
-		return
-	}
-	if !limit.Allow() {
-		conn.Send(web.ErrorFrame(web.CodeRateLimited, "at most one frame a second", env.ID))
 		return
 	}
 	if env.Event != eventPing {

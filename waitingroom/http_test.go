@@ -304,4 +304,21 @@ func TestSocketRateLimitsClientFrames(t *testing.T) {
 		}
 	}
 	require.Positive(t, limited)
+
+	// A client that keeps flooding is closed with a policy violation.
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for i := 0; i < 50; i++ {
+		if c.WriteMessage(websocket.TextMessage, []byte("junk")) != nil {
+			break
+		}
+	}
+	for {
+		_, _, err := c.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, web.ClosePolicy, ce.Code)
+			break
+		}
+	}
 }
