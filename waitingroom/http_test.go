@@ -12,6 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/web"
 )
@@ -321,4 +323,33 @@ func TestSocketRateLimitsClientFrames(t *testing.T) {
 			break
 		}
 	}
+}
+
+// With position re-reads far apart, the pass still arrives at once: the
+// tick's announcement reaches the socket's room through pub/sub (sharded
+// on a cluster).
+func TestAdmissionIsPushedThroughPubSub(t *testing.T) {
+	t.Parallel()
+	redisKinds(t, func(t *testing.T, rdb redis.UniversalClient) {
+		s := newServer(t, setup(t, rdb, func(c *config.Waitingroom) {
+			c.PositionInterval, c.KeepaliveInterval = time.Minute, time.Minute
+		}))
+		s.openRoom(t, "ev", Settings{Capacity: 1, Batch: 1})
+		c, _, err := s.dialWS(t, "ev", "a")
+		require.NoError(t, err)
+		_, _, err = readFrame(t, c, 2*time.Second)
+		require.NoError(t, err)
+		// Let the room subscribe and settle.
+		testenv.Eventually(t, 2*time.Second, func() bool {
+			return s.mod.hub.(*hub.Hub).Subscribers(keysOf(s.keys, "ev").topic) == 1
+		}, "room subscribed")
+		start := time.Now()
+		_, ok := s.mod.Ticker().TickEvent(context.Background(), "ev")
+		require.True(t, ok)
+		env, a, err := readFrame(t, c, 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, eventAdmitted, env.Event)
+		require.NotEmpty(t, a.Pass)
+		require.Less(t, time.Since(start), 2*time.Second)
+	})
 }
