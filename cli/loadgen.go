@@ -5,6 +5,7 @@ import (
 
 	"github.com/presenced/presenced/loadgen"
 	"github.com/presenced/presenced/viewers"
+	"github.com/presenced/presenced/waitingroom"
 )
 
 // scenarios lists every load scenario; a module adds its own here.
@@ -12,6 +13,7 @@ func scenarios() []loadgen.Scenario {
 	return []loadgen.Scenario{
 		loadgen.NewHTTP(),
 		viewers.NewLoad(),
+		waitingroom.NewLoadScenario(),
 	}
 }
 

@@ -33,6 +33,8 @@ type Config struct {
 	Outbox   Outbox   `yaml:"outbox"`
 	Booking  Booking  `yaml:"booking"`
 	Viewers  Viewers  `yaml:"viewers"`
+
+	Waitingroom Waitingroom `yaml:"waitingroom"`
 }
 
 // Log configures structured logging.
@@ -160,9 +162,10 @@ func Default() Config {
 			JWKSRefresh: 5 * time.Minute,
 			DevSecrets:  true,
 		},
-		Outbox:  defaultOutbox(),
-		Booking: defaultBooking(),
-		Viewers: defaultViewers(),
+		Outbox:      defaultOutbox(),
+		Booking:     defaultBooking(),
+		Viewers:     defaultViewers(),
+		Waitingroom: defaultWaitingroom(),
 	}
 }
 
@@ -235,6 +238,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateBooking(bad)
 	c.validateViewers(bad)
+	validateWaitingroom(c.Waitingroom, bad)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))

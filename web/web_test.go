@@ -122,6 +122,40 @@ func TestSlowConsumerIsDroppedWithoutBlockingTheSender(t *testing.T) {
 	_ = c
 }
 
+// The final message reaches the client before the close frame, and nothing
+// is sent after it.
+func TestSendAndCloseDeliversTheLastMessageFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Config) { c.Realtime.SendQueue = 64 })
+	c, _, err := dial(t, b.url, nil)
+	require.NoError(t, err)
+	conn := <-b.conn
+	for i := 0; i < 20; i++ {
+		require.True(t, conn.Send([]byte("m")))
+	}
+	require.True(t, conn.SendAndClose([]byte("last"), websocket.CloseNormalClosure, "done"))
+	require.False(t, conn.Send([]byte("late")), "nothing after the final message")
+	var got []string
+	for {
+		_, msg, err := c.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, websocket.CloseNormalClosure, ce.Code)
+			require.Equal(t, "done", ce.Text)
+			break
+		}
+		got = append(got, string(msg))
+	}
+	require.Len(t, got, 21)
+	require.Equal(t, "last", got[20])
+	select {
+	case <-conn.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection not closed")
+	}
+}
+
 func TestSSEStreamsHubMessagesAndDrains(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *config.Config) {

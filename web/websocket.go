@@ -129,6 +129,9 @@ type Conn struct {
 	done    chan struct{}
 	ctx     context.Context
 	cancel  context.CancelFunc
+
+	// final, once set, closes the connection after the queue is written.
+	final *closeFrame
 }
 
 // Upgrade turns the request into a WebSocket of the given kind (a label for
@@ -182,11 +185,28 @@ func (c *Conn) Read() ([]byte, error) {
 	return msg, nil
 }
 
+type closeFrame struct {
+	code   int
+	reason string
+}
+
 // Send queues msg without blocking. A client whose queue is full is too slow
 // and is dropped with close code 4008; Send then returns false.
 func (c *Conn) Send(msg []byte) bool {
+	return c.enqueue(msg, nil)
+}
+
+// SendAndClose queues msg as the last message and closes the connection
+// with code and reason once everything queued is written, so a final event
+// (an admission, a verdict) is not cut off by its own close frame. Later
+// sends are refused.
+func (c *Conn) SendAndClose(msg []byte, code int, reason string) bool {
+	return c.enqueue(msg, &closeFrame{code: code, reason: reason})
+}
+
+func (c *Conn) enqueue(msg []byte, final *closeFrame) bool {
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || c.final != nil {
 		c.mu.Unlock()
 		return false
 	}
@@ -197,6 +217,7 @@ func (c *Conn) Send(msg []byte) bool {
 		return false
 	}
 	c.queue = append(c.queue, msg)
+	c.final = final
 	c.s.queued.Inc()
 	start := !c.writing
 	c.writing = true
@@ -246,7 +267,14 @@ func (c *Conn) flush() {
 			c.s.queued.Sub(float64(len(c.queue)))
 			c.queue = nil
 			c.writing = false
+			final := c.final
+			if c.closed {
+				final = nil
+			}
 			c.mu.Unlock()
+			if final != nil {
+				c.Close(final.code, final.reason)
+			}
 			return
 		}
 		batch := c.queue
