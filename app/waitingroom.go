@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
-	"sync"
 
 	"github.com/presenced/presenced/internal/keyring"
 	"github.com/presenced/presenced/waitingroom"
@@ -13,17 +12,15 @@ import (
 // The waiting room's two parts (admit: join, status, sockets, keys, admin;
 // worker: the admission ticker) share one module per process, built by
 // whichever part starts first.
-var waitingrooms = struct {
-	sync.Mutex
-	byApp map[*App]*waitingroom.Module
-}{byApp: map[*App]*waitingroom.Module{}}
-
 func (a *App) waitingroom(ctx context.Context) (*waitingroom.Module, error) {
-	waitingrooms.Lock()
-	defer waitingrooms.Unlock()
-	if m := waitingrooms.byApp[a]; m != nil {
-		return m, nil
+	v, err := a.memo("waitingroom", func() (any, error) { return a.buildWaitingroom(ctx) })
+	if err != nil {
+		return nil, err
 	}
+	return v.(*waitingroom.Module), nil
+}
+
+func (a *App) buildWaitingroom(ctx context.Context) (*waitingroom.Module, error) {
 	rdb, err := a.Redis(ctx)
 	if err != nil {
 		return nil, err
@@ -43,13 +40,6 @@ func (a *App) waitingroom(ctx context.Context) (*waitingroom.Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	waitingrooms.byApp[a] = m
-	a.OnStop(func() error {
-		waitingrooms.Lock()
-		delete(waitingrooms.byApp, a)
-		waitingrooms.Unlock()
-		return nil
-	})
 	return m, nil
 }
 
