@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,8 +43,7 @@ type LoadScenario struct {
 	tick                     time.Duration
 	event                    string
 	hold                     bool
-	apiKey, jwtSecret        string
-	dataDir                  string
+	secrets                  loadgen.Secrets
 }
 
 // NewLoadScenario returns the waitingroom load scenario.
@@ -70,9 +68,7 @@ func (s *LoadScenario) Flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.tick, "tick", time.Second, "the server's waitingroom.tick_interval (order checks tolerate half a tick)")
 	fs.StringVar(&s.event, "event", "", "event id (default: a fresh loadgen-<time> room, deleted at the end)")
 	fs.BoolVar(&s.hold, "hold", true, "hold admissions until everyone joined, and measure the full line's memory")
-	fs.StringVar(&s.apiKey, "api-key", "", "server API key (default: PRESENCED_API_KEY or the data folder's development secrets)")
-	fs.StringVar(&s.jwtSecret, "jwt-secret", "", "HS256 user-token secret (default: PRESENCED_JWT_SECRET or the development secrets)")
-	fs.StringVar(&s.dataDir, "data-dir", "./var", "data folder of a development server, for its secrets")
+	s.secrets.AddFlags(fs)
 }
 
 // loadUser is what one simulated user saw.
@@ -106,7 +102,7 @@ func (s *LoadScenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	if s.abandon < 0 || s.abandon > 1 || s.checkoutMin <= 0 || s.checkoutMax < s.checkoutMin {
 		return errors.New("--abandon must be within 0..1 and 0 < --checkout-min <= --checkout-max")
 	}
-	if err := s.secrets(); err != nil {
+	if err := s.secrets.Resolve(); err != nil {
 		return err
 	}
 	if s.event == "" {
@@ -167,34 +163,6 @@ func (s *LoadScenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	return nil
 }
 
-// secrets resolves the API key and the user-token secret: flags, the
-// environment, then a development server's data folder.
-func (s *LoadScenario) secrets() error {
-	if s.apiKey == "" {
-		s.apiKey = os.Getenv("PRESENCED_API_KEY")
-	}
-	if s.jwtSecret == "" {
-		s.jwtSecret = os.Getenv("PRESENCED_JWT_SECRET")
-	}
-	if s.apiKey != "" && s.jwtSecret != "" {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(s.dataDir, auth.DevSecretsFile)); err != nil {
-		return fmt.Errorf("no --api-key/--jwt-secret and no development secrets in %s: %w", s.dataDir, err)
-	}
-	dev, err := auth.LoadOrCreateDevSecrets(s.dataDir)
-	if err != nil {
-		return err
-	}
-	if s.apiKey == "" {
-		s.apiKey = dev.APIKey
-	}
-	if s.jwtSecret == "" {
-		s.jwtSecret = dev.JWTSecret
-	}
-	return nil
-}
-
 func (run *loadRun) admin(ctx context.Context, method string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -205,7 +173,7 @@ func (run *loadRun) admin(ctx context.Context, method string, body, out any) err
 	if err != nil {
 		return err
 	}
-	req.Header.Set(auth.APIKeyHeader, run.s.apiKey)
+	req.Header.Set(auth.APIKeyHeader, run.s.secrets.APIKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := run.r.Client.Do(req)
 	if err != nil {
@@ -262,7 +230,7 @@ func (run *loadRun) monitor(ctx context.Context) func() (int, int) {
 // (its place is kept).
 func (run *loadRun) user(ctx context.Context, u *loadUser, at time.Time, joined func()) {
 	s := run.s
-	tok, err := auth.SignDev(s.jwtSecret, u.id, time.Hour, nil, "", "")
+	tok, err := s.secrets.UserToken(u.id)
 	if err != nil {
 		joined()
 		return

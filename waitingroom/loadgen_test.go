@@ -50,7 +50,7 @@ func TestLoadScenario(t *testing.T) {
 	sc.checkoutMin, sc.checkoutMax = 20*time.Millisecond, 100*time.Millisecond
 	sc.capacity, sc.batch, sc.heartbeatTimeout, sc.tick = 5, 3, 10*time.Second, s.cfg.TickInterval
 	sc.hold = true
-	sc.apiKey, sc.jwtSecret = testAPIKey, testSecret
+	sc.secrets.APIKey, sc.secrets.JWTSecret = testAPIKey, testSecret
 	sum, err := loadgen.Execute(context.Background(), sc, loadgen.Options{
 		Target: s.url, Concurrency: 4, Duration: 30 * time.Second, Timeout: 5 * time.Second,
 	}, io.Discard)
