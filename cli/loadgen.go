@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/loadgen"
 	"github.com/presenced/presenced/viewers"
 	"github.com/presenced/presenced/waitingroom"
@@ -12,6 +13,7 @@ import (
 func scenarios() []loadgen.Scenario {
 	return []loadgen.Scenario{
 		loadgen.NewHTTP(),
+		booking.NewLoadScenario(),
 		viewers.NewLoad(),
 		waitingroom.NewLoadScenario(),
 	}
