@@ -1,7 +1,6 @@
 package booking
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -222,7 +221,8 @@ func TestLiveInvalidationsFollowCommittedChanges(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-	events := sseReader(resp.Body)
+	next := testenv.SSEReader(t, resp.Body)
+	events := func() (string, string) { e := next(); return e.Event, e.Data }
 	ev, data := events()
 	require.Equal(t, "reset", ev)
 	require.JSONEq(t, `{"type":"reset"}`, data)
@@ -278,26 +278,4 @@ func TestLiveInvalidationsFollowCommittedChanges(t *testing.T) {
 		}
 	}
 	require.True(t, found)
-}
-
-func sseReader(r io.Reader) func() (string, string) {
-	br := bufio.NewReader(r)
-	return func() (string, string) {
-		var ev, data string
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return "", ""
-			}
-			line = strings.TrimRight(line, "\n")
-			switch {
-			case line == "" && (ev != "" || data != ""):
-				return ev, data
-			case strings.HasPrefix(line, "event: "):
-				ev = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = strings.TrimPrefix(line, "data: ")
-			}
-		}
-	}
 }

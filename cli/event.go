@@ -95,7 +95,8 @@ func withMainPool(cmd *cobra.Command, flags *commonFlags, f func(a *app.App) err
 	if err != nil {
 		return err
 	}
-	return runWithApp(a, func() error { return f(a) })
+	defer func() { _ = a.Shutdown() }()
+	return f(a)
 }
 
 // DemoCmd is `presenced demo`: seed a realistic venue to play with.

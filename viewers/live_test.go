@@ -1,7 +1,6 @@
 package viewers
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -123,25 +122,13 @@ func TestSSELiveCounts(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-	r := bufio.NewReader(resp.Body)
+	events := testenv.SSEReader(t, resp.Body)
 	next := func() countJSON {
-		var event, data string
-		for {
-			line, err := r.ReadString('\n')
-			require.NoError(t, err)
-			line = strings.TrimRight(line, "\n")
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				data = line[6:]
-			case line == "" && data != "":
-				require.Equal(t, "count:updated", event)
-				var c countJSON
-				require.NoError(t, json.Unmarshal([]byte(data), &c))
-				return c
-			}
-		}
+		ev := events()
+		require.Equal(t, "count:updated", ev.Event)
+		var c countJSON
+		require.NoError(t, json.Unmarshal([]byte(ev.Data), &c))
+		return c
 	}
 	require.Equal(t, int64(1), next().Count)
 	e.client().heartbeat("sse-hotel")

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bufio"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -188,23 +187,8 @@ func TestSSEStreamsHubMessagesAndDrains(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-	r := bufio.NewReader(resp.Body)
-	readEvent := func() (string, string) {
-		var ev, data string
-		for {
-			line, err := r.ReadString('\n')
-			require.NoError(t, err)
-			line = strings.TrimRight(line, "\n")
-			switch {
-			case line == "" && (ev != "" || data != ""):
-				return ev, data
-			case strings.HasPrefix(line, "event: "):
-				ev = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = strings.TrimPrefix(line, "data: ")
-			}
-		}
-	}
+	next := testenv.SSEReader(t, resp.Body)
+	readEvent := func() (string, string) { e := next(); return e.Event, e.Data }
 	ev, _ := readEvent()
 	require.Equal(t, "reset", ev)
 	testenv.Eventually(t, 5*time.Second, func() bool { return h.Subscribers(topic) == 1 }, "subscribed")
