@@ -95,7 +95,7 @@ func (h *Holds) Hold(ctx context.Context, in HoldInput) (HoldResult, error) {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	ev, stored, err := h.prepare(ctx, tx, in, fp)
+	ev, stored, err := h.prepare(ctx, tx, in, seats, fp)
 	if err != nil || stored != nil {
 		if stored != nil {
 			h.m.idempotentHits.Inc()
@@ -129,16 +129,16 @@ func (h *Holds) Hold(ctx context.Context, in HoldInput) (HoldResult, error) {
 		h.m.hintRejections.Inc()
 		return HoldResult{}, seatsTaken([]int64{taken})
 	}
-	more, err := h.reclaimExpired(ctx, tx, in.Event, seats)
+	more, err := h.reclaimExpired(ctx, tx, ev.expiredHolds)
 	if err != nil {
 		return HoldResult{}, err
 	}
 	ended = append(ended, more...)
-	locked, err := h.lockSeats(ctx, tx, in.Event, seats)
+	locked, occupancy, err := h.lockSeats(ctx, tx, in.Event, seats)
 	if err != nil {
 		return HoldResult{}, err
 	}
-	res, err := h.write(ctx, tx, in, ev, resID, expiresAt, locked, fp)
+	res, err := h.write(ctx, tx, in, ev, resID, expiresAt, locked, occupancy, fp)
 	if err != nil {
 		return HoldResult{}, err
 	}
@@ -219,13 +219,15 @@ type eventRow struct {
 	holdMinutes int
 	now         time.Time
 	pendingID   string // an expired pending checkout of this user, to end first
+	// expiredHolds are due reservations still holding wanted seats.
+	expiredHolds []string
 }
 
 // prepare sets the transaction's timeouts, serialises the user's hold
 // attempts (advisory lock), answers identical retries from the stored
 // response, and reads the event and the user's pending checkout, all in
 // one round trip.
-func (h *Holds) prepare(ctx context.Context, tx pgx.Tx, in HoldInput, fp []byte) (eventRow, *HoldResult, error) {
+func (h *Holds) prepare(ctx context.Context, tx pgx.Tx, in HoldInput, seats []int64, fp []byte) (eventRow, *HoldResult, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
 		fmt.Sprint(h.cfg.LockTimeout.Milliseconds()), fmt.Sprint(h.cfg.StatementTimeout.Milliseconds()))
@@ -239,6 +241,11 @@ SELECT e.currency, e.starts_at, e.hold_minutes, clock_timestamp(),
 FROM events e
 LEFT JOIN reservations r ON r.event_id = e.id AND r.user_id = $2 AND r.status = 'PENDING_PAYMENT'
 WHERE e.id = $1`, in.Event, in.User)
+	b.Queue(`
+SELECT DISTINCT r.id::text FROM seats s JOIN reservations r ON r.id = s.reservation_id
+WHERE s.event_id = $1 AND s.id = ANY($2) AND s.status = 'HELD'
+  AND r.status = 'PENDING_PAYMENT' AND r.expires_at <= clock_timestamp()
+ORDER BY 1`, in.Event, seats)
 	res := tx.SendBatch(ctx, b)
 	defer res.Close()
 	var ev eventRow
@@ -282,25 +289,20 @@ WHERE e.id = $1`, in.Event, in.User)
 		}
 		ev.pendingID = *pendingID
 	}
+	rows, err := res.Query()
+	if err != nil {
+		return ev, nil, storeError("find expired holds", err)
+	}
+	if ev.expiredHolds, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return ev, nil, storeError("find expired holds", err)
+	}
 	return ev, nil, nil
 }
 
 // reclaimExpired ends expired holds on the wanted seats, reservation row
 // first, before any seat is locked: the same lock order as the expiry
 // worker, so the two never deadlock.
-func (h *Holds) reclaimExpired(ctx context.Context, tx pgx.Tx, event string, seats []int64) ([]*released, error) {
-	rows, err := tx.Query(ctx, `
-SELECT DISTINCT r.id::text FROM seats s JOIN reservations r ON r.id = s.reservation_id
-WHERE s.event_id = $1 AND s.id = ANY($2) AND s.status = 'HELD'
-  AND r.status = 'PENDING_PAYMENT' AND r.expires_at <= clock_timestamp()
-ORDER BY 1`, event, seats)
-	if err != nil {
-		return nil, storeError("find expired holds", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, storeError("find expired holds", err)
-	}
+func (h *Holds) reclaimExpired(ctx context.Context, tx pgx.Tx, ids []string) ([]*released, error) {
 	var out []*released
 	for _, id := range ids {
 		r, err := endReservation(ctx, tx, id, StatusExpired, true, "")
@@ -325,30 +327,51 @@ type lockedSeat struct {
 	basePrice int64
 }
 
-func (h *Holds) lockSeats(ctx context.Context, tx pgx.Tx, event string, seats []int64) ([]lockedSeat, error) {
+// lockSeats locks the cart's seat rows and, in the same round trip, reads
+// how full their sections are (for the scarcity multiplier).
+func (h *Holds) lockSeats(ctx context.Context, tx pgx.Tx, event string, seats []int64) ([]lockedSeat, []occupancy, error) {
 	start := time.Now()
+	b := &pgx.Batch{}
 	// ORDER BY id puts the row locks under the sort: every hold locks in
 	// ascending id order, so overlapping carts cannot deadlock.
-	rows, err := tx.Query(ctx, `
+	b.Queue(`
 SELECT id, section_id, row_num, seat_num, status, base_price FROM seats
 WHERE event_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE`, event, seats)
+	// Count only the taken seats, through the (event, section, status)
+	// index: early in a sale that is nearly nothing to read, where counting
+	// whole sections would cost every hold a scan.
+	b.Queue(`
+SELECT s.id, s.seat_count,
+       (SELECT count(*) FROM seats x WHERE x.event_id = s.event_id AND x.section_id = s.id AND x.status IN ('HELD', 'SOLD'))
+FROM sections s
+WHERE s.event_id = $1 AND s.id IN (SELECT section_id FROM seats WHERE event_id = $1 AND id = ANY($2))`, event, seats)
+	res := tx.SendBatch(ctx, b)
+	defer res.Close()
+	rows, err := res.Query()
 	if err != nil {
-		return nil, storeError("lock seats", err)
+		return nil, nil, storeError("lock seats", err)
 	}
-	var locked []lockedSeat
-	for rows.Next() {
+	locked, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lockedSeat, error) {
 		var s lockedSeat
-		if err := rows.Scan(&s.id, &s.section, &s.row, &s.num, &s.status, &s.basePrice); err != nil {
-			rows.Close()
-			return nil, storeError("lock seats", err)
-		}
-		locked = append(locked, s)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, storeError("lock seats", err)
+		err := row.Scan(&s.id, &s.section, &s.row, &s.num, &s.status, &s.basePrice)
+		return s, err
+	})
+	if err != nil {
+		return nil, nil, storeError("lock seats", err)
 	}
 	h.m.lockWait.Observe(time.Since(start).Seconds())
+	rows, err = res.Query()
+	if err != nil {
+		return nil, nil, storeError("read occupancy", err)
+	}
+	occ, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (occupancy, error) {
+		var o occupancy
+		err := row.Scan(&o.section, &o.total, &o.taken)
+		return o, err
+	})
+	if err != nil {
+		return nil, nil, storeError("read occupancy", err)
+	}
 	if len(locked) != len(seats) {
 		var unknown []int64
 		for _, id := range seats {
@@ -358,7 +381,7 @@ WHERE event_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE`, event, seats)
 		}
 		e := web.BadRequest("seats %v are not seats of this event", unknown)
 		e.Code, e.Details = "unknown_seats", map[string]any{"seats": unknown}
-		return nil, e
+		return nil, nil, e
 	}
 	var taken []int64
 	for _, s := range locked {
@@ -367,9 +390,15 @@ WHERE event_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE`, event, seats)
 		}
 	}
 	if len(taken) > 0 {
-		return nil, seatsTaken(taken)
+		return nil, nil, seatsTaken(taken)
 	}
-	return locked, nil
+	return locked, occ, nil
+}
+
+// occupancy is how many seats of a section are held or sold.
+type occupancy struct {
+	section      string
+	total, taken int64
 }
 
 func seatsTaken(seats []int64) *web.Error {

@@ -75,6 +75,7 @@ func (s *LoadScenario) Run(ctx context.Context, r *loadgen.Runner) error {
 		return err
 	}
 	r.Label("holds")
+	r.StartClock()
 	if r.Options.Requests == 0 || r.Options.Requests > int64(len(buyers)) {
 		r.Options.Requests = int64(len(buyers))
 	}

@@ -62,39 +62,11 @@ FROM promotions WHERE event_id = $1 AND code = $2 FOR UPDATE`, event, code).Scan
 
 // freeze prices every seat: the section's scarcity multiplier from its
 // committed occupancy, the promotion discount, integer half-up rounding.
-func freeze(ctx context.Context, tx pgx.Tx, event string, ev eventRow, seats []lockedSeat, promo *promotion) ([]Item, int64, error) {
-	sections := map[string]bool{}
-	var ids []string
-	for _, s := range seats {
-		if !sections[s.section] {
-			sections[s.section] = true
-			ids = append(ids, s.section)
-		}
-	}
-	// Count only the taken seats, through the (event, section, status)
-	// index: early in a sale that is nearly nothing to read, where counting
-	// the whole section would cost every hold a scan.
-	rows, err := tx.Query(ctx, `
-SELECT s.id, s.seat_count,
-       (SELECT count(*) FROM seats x WHERE x.event_id = s.event_id AND x.section_id = s.id AND x.status IN ('HELD', 'SOLD'))
-FROM sections s WHERE s.event_id = $1 AND s.id = ANY($2)`, event, ids)
-	if err != nil {
-		return nil, 0, storeError("read occupancy", err)
-	}
+func freeze(ev eventRow, seats []lockedSeat, occ []occupancy, promo *promotion) ([]Item, int64, error) {
 	surge := map[string]int64{}
 	until := ev.startsAt.Sub(ev.now)
-	for rows.Next() {
-		var sec string
-		var occupied, total int64
-		if err := rows.Scan(&sec, &total, &occupied); err != nil {
-			rows.Close()
-			return nil, 0, storeError("read occupancy", err)
-		}
-		surge[sec] = Multiplier(occupied, total, until)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, 0, storeError("read occupancy", err)
+	for _, o := range occ {
+		surge[o.section] = Multiplier(o.taken, o.total, until)
 	}
 	var discountBps int64
 	if promo != nil {
@@ -119,12 +91,12 @@ FROM sections s WHERE s.event_id = $1 AND s.id = ANY($2)`, event, ids)
 // write prices the cart and writes the reservation, its items, the seats,
 // the promotion use, the inventory events and the stored response in one
 // round trip of the hold transaction.
-func (h *Holds) write(ctx context.Context, tx pgx.Tx, in HoldInput, ev eventRow, resID string, expiresAt time.Time, seats []lockedSeat, fp []byte) (HoldResult, error) {
+func (h *Holds) write(ctx context.Context, tx pgx.Tx, in HoldInput, ev eventRow, resID string, expiresAt time.Time, seats []lockedSeat, occ []occupancy, fp []byte) (HoldResult, error) {
 	promo, err := lockPromotion(ctx, tx, in.Event, in.PromoCode)
 	if err != nil {
 		return HoldResult{}, err
 	}
-	items, total, err := freeze(ctx, tx, in.Event, ev, seats, promo)
+	items, total, err := freeze(ev, seats, occ, promo)
 	if err != nil {
 		return HoldResult{}, err
 	}

@@ -53,6 +53,8 @@ type HTTP struct {
 	TLSKey            string        `yaml:"tls_key"`
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// Pprof mounts Go's profiler at /debug/pprof/ (keep it off public ports).
+	Pprof bool `yaml:"pprof"`
 }
 
 // Realtime configures WebSocket and SSE connections and the topic hub.
