@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/presenced/presenced/app"
+	"github.com/presenced/presenced/internal/keyring"
 )
 
 // There is no Docker engine here: the Dockerfile and compose file are kept
@@ -63,6 +64,7 @@ func TestComposeSplitsRoles(t *testing.T) {
 
 	var roleSets [][]string
 	covered := map[string]bool{}
+	var signing, verify string
 	for name, svc := range doc.Services {
 		if svc.Build == nil {
 			continue
@@ -78,7 +80,22 @@ func TestComposeSplitsRoles(t *testing.T) {
 		require.NotEmpty(t, svc.Environment["PRESENCED_REDIS_URL"], name)
 		require.NotEmpty(t, svc.Environment["PRESENCED_POSTGRES_URL"], name)
 		require.Equal(t, "false", svc.Environment["PRESENCED_AUTH_DEV_SECRETS"], name)
+		// Development keys are per container: a split deployment must share
+		// the pass keys, or booking cannot verify the admit plane's passes.
+		if slices.Contains(roles, "admit") {
+			signing = svc.Environment["PRESENCED_WAITINGROOM_SIGNING_KEY"]
+		}
+		if slices.Contains(roles, "booking") && !slices.Contains(roles, "admit") {
+			verify = svc.Environment["PRESENCED_WAITINGROOM_VERIFY_KEYS"]
+		}
 	}
+	signer, err := keyring.Parse(signing, nil)
+	require.NoError(t, err, "the admit plane's pass key")
+	checker, err := keyring.Parse("", []string{verify})
+	require.NoError(t, err, "the booking plane's verify key")
+	kid, sig, err := signer.Sign([]byte("pass"))
+	require.NoError(t, err)
+	require.True(t, checker.Verify(kid, []byte("pass"), sig), "the two halves belong together")
 	require.GreaterOrEqual(t, len(roleSets), 2, "presenced runs at least twice")
 	require.NotEqual(t, roleSets[0], roleSets[1])
 	for _, r := range app.RoleNames() {

@@ -56,6 +56,7 @@ type App struct {
 	loopWG    sync.WaitGroup
 	loopErr   chan error
 	devMode   []string
+	memos     map[string]any
 }
 
 type loop struct {
@@ -85,6 +86,7 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		parts:   partNames,
 		table:   parts,
 		pools:   map[string]*pgxpool.Pool{},
+		memos:   map[string]any{},
 		loopErr: make(chan error, 1),
 	}
 	a.loopCtx, a.stopLoops = context.WithCancel(context.Background())
@@ -338,6 +340,9 @@ func (a *App) pool(ctx context.Context, purpose string) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, func() error { pool.Close(); return nil })
+	if err := store.RegisterPoolMetrics(a.Metrics, purpose, pool); err != nil {
+		return nil, err
+	}
 	if purpose == store.PoolMain {
 		if err := a.ensureSchema(ctx, pool); err != nil {
 			return nil, err
@@ -414,6 +419,28 @@ func ResolveSecrets(cfg *config.Config) ([]string, error) {
 		filled = append(filled, "api key")
 	}
 	return filled, nil
+}
+
+// memo builds a module object once per process and returns it to every
+// part that shares it (a module's parts may run in one process or several).
+func (a *App) memo(key string, build func() (any, error)) (any, error) {
+	a.mu.Lock()
+	if v, ok := a.memos[key]; ok {
+		a.mu.Unlock()
+		return v, nil
+	}
+	a.mu.Unlock()
+	v, err := build()
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if prev, ok := a.memos[key]; ok {
+		return prev, nil
+	}
+	a.memos[key] = v
+	return v, nil
 }
 
 // HasPart tells whether this process started the named part.

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
@@ -11,21 +10,14 @@ import (
 	"github.com/presenced/presenced/store"
 )
 
-// presenceModules holds the one presence module of each App: its three
-// parts share it.
-var presenceModules sync.Map // *App -> *presenceEntry
-
-type presenceEntry struct {
-	once sync.Once
-	m    *presence.Module
-	err  error
-}
-
+// The presence module is built once per process and shared by its parts
+// (gateway, read API, lifecycle).
 func presenceModule(a *App) (*presence.Module, error) {
-	v, _ := presenceModules.LoadOrStore(a, &presenceEntry{})
-	e := v.(*presenceEntry)
-	e.once.Do(func() { e.m, e.err = buildPresence(a) })
-	return e.m, e.err
+	m, err := a.memo("presence", func() (any, error) { return buildPresence(a) })
+	if err != nil {
+		return nil, err
+	}
+	return m.(*presence.Module), nil
 }
 
 func buildPresence(a *App) (*presence.Module, error) {
@@ -69,7 +61,6 @@ func buildPresence(a *App) (*presence.Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.OnStop(func() error { presenceModules.Delete(a); return nil })
 	return m, nil
 }
 

@@ -14,16 +14,7 @@ func Migrate(flags *commonFlags) *cobra.Command {
 		Short: "Apply pending database migrations (safe to run from several processes at once)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := flags.load(cmd)
-			if err != nil {
-				return err
-			}
-			cfg.Postgres.MigrateOnStart = true
-			a, err := app.New(cfg, newLogger(cfg.Log))
-			if err != nil {
-				return err
-			}
-			return runWithApp(a, func() error {
+			return withMainPool(cmd, flags, func(a *app.App) error {
 				pool, err := a.Postgres(cmd.Context(), store.PoolMain)
 				if err != nil {
 					return err

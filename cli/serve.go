@@ -43,9 +43,3 @@ func Serve(flags *commonFlags) *cobra.Command {
 		},
 	}
 }
-
-// runWithApp starts the stores of an app for a one-shot command.
-func runWithApp(a *app.App, f func() error) error {
-	defer func() { _ = a.Shutdown() }()
-	return f()
-}

@@ -30,7 +30,12 @@ type Config struct {
 	Redis    Redis    `yaml:"redis"`
 	Postgres Postgres `yaml:"postgres"`
 	Auth     Auth     `yaml:"auth"`
-	Presence Presence `yaml:"presence"`
+	Outbox   Outbox   `yaml:"outbox"`
+	Booking  Booking  `yaml:"booking"`
+	Viewers  Viewers  `yaml:"viewers"`
+
+	Waitingroom Waitingroom `yaml:"waitingroom"`
+	Presence    Presence    `yaml:"presence"`
 }
 
 // Log configures structured logging.
@@ -49,6 +54,8 @@ type HTTP struct {
 	TLSKey            string        `yaml:"tls_key"`
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// Pprof mounts Go's profiler at /debug/pprof/ (keep it off public ports).
+	Pprof bool `yaml:"pprof"`
 }
 
 // Realtime configures WebSocket and SSE connections and the topic hub.
@@ -158,7 +165,11 @@ func Default() Config {
 			JWKSRefresh: 5 * time.Minute,
 			DevSecrets:  true,
 		},
-		Presence: defaultPresence(),
+		Outbox:      defaultOutbox(),
+		Booking:     defaultBooking(),
+		Viewers:     defaultViewers(),
+		Waitingroom: defaultWaitingroom(),
+		Presence:    defaultPresence(),
 	}
 }
 
@@ -229,6 +240,9 @@ func (c *Config) Validate() error {
 	if c.Postgres.MaxConns <= 0 || c.Postgres.ReadOnlyMaxConns <= 0 || c.Postgres.WebhookMaxConns <= 0 {
 		bad("postgres.max_conns", "pool sizes must be positive")
 	}
+	c.validateBooking(bad)
+	c.validateViewers(bad)
+	validateWaitingroom(c.Waitingroom, bad)
 	validatePresence(c.Presence, bad)
 	if len(errs) > 0 {
 		sort.Strings(errs)

@@ -145,8 +145,20 @@ func (r *Runner) AddFigure(name, format string, args ...any) {
 // Label names what one operation is in the summary ("heartbeats", "joins").
 func (r *Runner) Label(s string) { r.label = s }
 
+// StartClock restarts the run's clock once a scenario's setup is done, so
+// throughput and the progress line count only the measured part.
+func (r *Runner) StartClock() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.start = time.Now()
+}
+
 // Elapsed is the time since the run started.
-func (r *Runner) Elapsed() time.Duration { return time.Since(r.start) }
+func (r *Runner) Elapsed() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Since(r.start)
+}
 
 // Loop runs op on Concurrency workers, paced by Rate, until Duration passes,
 // Requests operations were made, or ctx ends. Each call is timed and

@@ -38,9 +38,9 @@ type LatencySummary struct {
 }
 
 func (r *Runner) summary(name string) *Summary {
+	el := r.Elapsed()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	el := r.Elapsed()
 	ops := r.ops.Load()
 	kinds := make(map[string]int64, len(r.kinds))
 	for k, v := range r.kinds {

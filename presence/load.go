@@ -11,8 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,8 +44,7 @@ type Load struct {
 	gateways          string
 	sources           int
 	sourceBase        int
-	secret, apiKey    string
-	dataDir           string
+	secrets           loadgen.Secrets
 	prefix            string
 	stormPercent      float64
 	stormWindow       time.Duration
@@ -76,9 +73,7 @@ func (l *Load) Flags(fs *pflag.FlagSet) {
 	fs.StringVar(&l.gateways, "gateways", "", "comma separated gateway base URLs (default: --target); connections are spread over them")
 	fs.IntVar(&l.sources, "sources", 0, "loopback source addresses to spread connections over (default: one per 25,000)")
 	fs.IntVar(&l.sourceBase, "source-base", 2, "last byte of the first source address, 127.0.0.<base>; give each loadgen process its own range")
-	fs.StringVar(&l.secret, "jwt-secret", "", "HS256 secret to mint user tokens (default: $PRESENCED_JWT_SECRET or the development secret in --data-dir)")
-	fs.StringVar(&l.apiKey, "api-key", "", "API key for the final status query (default: $PRESENCED_API_KEY or the development key)")
-	fs.StringVar(&l.dataDir, "data-dir", "./var", "data folder holding the development secrets")
+	l.secrets.AddFlags(fs)
 	fs.StringVar(&l.prefix, "user-prefix", "load", "user ids are <prefix>-<index>")
 	fs.Float64Var(&l.stormPercent, "storm", 0, "after the steady phase, kill this percentage of connections without a close frame (0: no storm)")
 	fs.DurationVar(&l.stormWindow, "storm-window", 30*time.Second, "how long after the storm the false-online rate is measured")
@@ -155,6 +150,7 @@ func (l *Load) Run(ctx context.Context, r *loadgen.Runner) error {
 			float64(after.heap-before.heap)/n/1024, float64(after.stack-before.stack)/n/1024)
 	}
 
+	r.StartClock()
 	pingCtx, stopPings := context.WithCancel(ctx)
 	defer stopPings()
 	go run.pinger(pingCtx)
@@ -188,17 +184,9 @@ func (l *Load) defaults(r *loadgen.Runner) error {
 	if l.sourceBase < 1 || l.sourceBase+l.sources > 255 {
 		return errors.New("--source-base and --sources must stay within 127.0.0.1-254")
 	}
-	dev := readDevSecrets(l.dataDir)
-	if l.secret == "" {
-		l.secret = firstNonEmpty(os.Getenv("PRESENCED_JWT_SECRET"), dev.JWTSecret)
-	}
-	if l.apiKey == "" {
-		l.apiKey = firstNonEmpty(os.Getenv("PRESENCED_API_KEY"), dev.APIKey)
-	}
-	if l.secret == "" {
-		return errors.New("no JWT secret: pass --jwt-secret, set PRESENCED_JWT_SECRET, or point --data-dir at the server's development secrets")
-	}
-	return nil
+	// The API key serves the final false-online query; the secret mints
+	// the users' tokens.
+	return l.secrets.Resolve()
 }
 
 func (run *loadRun) userID(i int) string {
@@ -250,7 +238,8 @@ var loadDialerPool sync.Pool
 
 func (run *loadRun) dial(ctx context.Context, gw string, idx, source int) (*loadConn, error) {
 	user := run.userID(idx)
-	tok, err := auth.SignDev(run.l.secret, user, 24*time.Hour, []string{"loadgen"}, "", "")
+	// One shared room, so the contacts policy lets the population see itself.
+	tok, err := auth.SignDev(run.l.secrets.JWTSecret, user, 24*time.Hour, []string{"loadgen"}, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -458,10 +447,6 @@ func (run *loadRun) storm(ctx context.Context, gw string) error {
 		run.r.AddFigure("time to offline (seen by followers)", "p50 %s p99 %s max %s over %d users",
 			h.Quantile(0.5).Round(time.Millisecond), h.Quantile(0.99).Round(time.Millisecond), h.Max().Round(time.Millisecond), seen)
 	}
-	if l.apiKey == "" {
-		run.r.AddFigure("false-online", "not queried (no API key); %d of %d seen offline by followers here", seen, n)
-		return nil
-	}
 	stillOnline, err := run.countOnline(ctx, gw, victims)
 	if err != nil {
 		return err
@@ -481,7 +466,7 @@ func (run *loadRun) countOnline(ctx context.Context, gw string, users []string) 
 			return 0, err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(auth.APIKeyHeader, run.l.apiKey)
+		req.Header.Set(auth.APIKeyHeader, run.l.secrets.APIKey)
 		resp, err := run.r.Client.Do(req)
 		if err != nil {
 			return 0, err
@@ -641,23 +626,6 @@ func raiseFileLimit() {
 		lim.Cur = lim.Max
 		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 	}
-}
-
-func readDevSecrets(dir string) auth.DevSecrets {
-	var s auth.DevSecrets
-	if b, err := os.ReadFile(filepath.Join(dir, auth.DevSecretsFile)); err == nil {
-		_ = json.Unmarshal(b, &s)
-	}
-	return s
-}
-
-func firstNonEmpty(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

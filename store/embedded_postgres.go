@@ -297,3 +297,18 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, " | ")
 }
+
+// DevPostgresURL is the DSN of a private development cluster running on
+// dataDir/postgres, for tools run beside a development server.
+func DevPostgresURL(dataDir string) (string, bool) {
+	dir, err := filepath.Abs(filepath.Join(dataDir, "postgres"))
+	if err != nil {
+		return "", false
+	}
+	port, ok := runningPort(dir)
+	if !ok {
+		return "", false
+	}
+	ep := &EmbeddedPostgres{Dir: dir, Port: port}
+	return ep.URL(DevOwner), true
+}

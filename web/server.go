@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	_ "net/http/pprof" // registers on http.DefaultServeMux, mounted only with http.pprof
 	"sort"
 	"strconv"
 	"sync"
@@ -76,6 +77,9 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 	})
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	if cfg.HTTP.Pprof {
+		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))
+	}
 	return s, nil
 }
 

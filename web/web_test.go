@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bufio"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -119,35 +118,6 @@ func TestSetReadLimitRaisesTheFrameLimit(t *testing.T) {
 	require.Equal(t, websocket.CloseMessageTooBig, ce.Code)
 }
 
-// The explanation queued by SendAndClose arrives before the close frame,
-// after everything queued earlier; nothing queued afterwards is sent.
-func TestSendAndCloseWritesTheLastMessageFirst(t *testing.T) {
-	t.Parallel()
-	b := setup(t, func(c *config.Config) { c.Realtime.SendQueue = 64 })
-	c, _, err := dial(t, b.url, nil)
-	require.NoError(t, err)
-	conn := <-b.conn
-	for i := 0; i < 20; i++ {
-		require.True(t, conn.Send([]byte("m")))
-	}
-	conn.SendAndClose([]byte("bye"), 4009, "done")
-	require.False(t, conn.Send([]byte("late")), "nothing after the last message")
-	var got []string
-	for {
-		_, msg, err := c.ReadMessage()
-		if err != nil {
-			var ce *websocket.CloseError
-			require.ErrorAs(t, err, &ce)
-			require.Equal(t, 4009, ce.Code)
-			require.Equal(t, "done", ce.Text)
-			break
-		}
-		got = append(got, string(msg))
-	}
-	require.Len(t, got, 21)
-	require.Equal(t, "bye", got[20])
-}
-
 // Frames far larger than the small read buffer arrive whole.
 func TestFramesLargerThanTheReadBuffer(t *testing.T) {
 	t.Parallel()
@@ -191,6 +161,40 @@ func TestSlowConsumerIsDroppedWithoutBlockingTheSender(t *testing.T) {
 	_ = c
 }
 
+// The final message reaches the client before the close frame, and nothing
+// is sent after it.
+func TestSendAndCloseDeliversTheLastMessageFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Config) { c.Realtime.SendQueue = 64 })
+	c, _, err := dial(t, b.url, nil)
+	require.NoError(t, err)
+	conn := <-b.conn
+	for i := 0; i < 20; i++ {
+		require.True(t, conn.Send([]byte("m")))
+	}
+	require.True(t, conn.SendAndClose([]byte("last"), websocket.CloseNormalClosure, "done"))
+	require.False(t, conn.Send([]byte("late")), "nothing after the final message")
+	var got []string
+	for {
+		_, msg, err := c.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, websocket.CloseNormalClosure, ce.Code)
+			require.Equal(t, "done", ce.Text)
+			break
+		}
+		got = append(got, string(msg))
+	}
+	require.Len(t, got, 21)
+	require.Equal(t, "last", got[20])
+	select {
+	case <-conn.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection not closed")
+	}
+}
+
 func TestSSEStreamsHubMessagesAndDrains(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *config.Config) {
@@ -223,23 +227,8 @@ func TestSSEStreamsHubMessagesAndDrains(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-	r := bufio.NewReader(resp.Body)
-	readEvent := func() (string, string) {
-		var ev, data string
-		for {
-			line, err := r.ReadString('\n')
-			require.NoError(t, err)
-			line = strings.TrimRight(line, "\n")
-			switch {
-			case line == "" && (ev != "" || data != ""):
-				return ev, data
-			case strings.HasPrefix(line, "event: "):
-				ev = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = strings.TrimPrefix(line, "data: ")
-			}
-		}
-	}
+	next := testenv.SSEReader(t, resp.Body)
+	readEvent := func() (string, string) { e := next(); return e.Event, e.Data }
 	ev, _ := readEvent()
 	require.Equal(t, "reset", ev)
 	testenv.Eventually(t, 5*time.Second, func() bool { return h.Subscribers(topic) == 1 }, "subscribed")

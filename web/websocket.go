@@ -132,15 +132,13 @@ type Conn struct {
 	queue   [][]byte
 	writing bool
 	closed  bool
-	// last is set by SendAndClose: once the queue is written, close with
-	// lastCode and lastReason; nothing more is queued meanwhile.
-	last       bool
-	lastCode   int
-	lastReason string
-	ping       *time.Timer
-	done       chan struct{}
-	ctx        context.Context
-	cancel     context.CancelFunc
+	ping    *time.Timer
+	done    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	// final, once set, closes the connection after the queue is written.
+	final *closeFrame
 }
 
 // Upgrade turns the request into a WebSocket of the given kind (a label for
@@ -194,11 +192,28 @@ func (c *Conn) Read() ([]byte, error) {
 	return msg, nil
 }
 
+type closeFrame struct {
+	code   int
+	reason string
+}
+
 // Send queues msg without blocking. A client whose queue is full is too slow
 // and is dropped with close code 4008; Send then returns false.
 func (c *Conn) Send(msg []byte) bool {
+	return c.enqueue(msg, nil)
+}
+
+// SendAndClose queues msg as the last message and closes the connection
+// with code and reason once everything queued is written, so a final event
+// (an admission, a verdict) is not cut off by its own close frame. Later
+// sends are refused.
+func (c *Conn) SendAndClose(msg []byte, code int, reason string) bool {
+	return c.enqueue(msg, &closeFrame{code: code, reason: reason})
+}
+
+func (c *Conn) enqueue(msg []byte, final *closeFrame) bool {
 	c.mu.Lock()
-	if c.closed || c.last {
+	if c.closed || c.final != nil {
 		c.mu.Unlock()
 		return false
 	}
@@ -209,6 +224,7 @@ func (c *Conn) Send(msg []byte) bool {
 		return false
 	}
 	c.queue = append(c.queue, msg)
+	c.final = final
 	c.s.queued.Inc()
 	start := !c.writing
 	c.writing = true
@@ -217,26 +233,6 @@ func (c *Conn) Send(msg []byte) bool {
 		go c.flush()
 	}
 	return true
-}
-
-// SendAndClose queues msg as the last message (an error explaining why)
-// and closes with code and reason once everything queued is written, so
-// the close frame cannot overtake the explanation.
-func (c *Conn) SendAndClose(msg []byte, code int, reason string) {
-	c.mu.Lock()
-	if c.closed || c.last {
-		c.mu.Unlock()
-		return
-	}
-	c.queue = append(c.queue, msg)
-	c.s.queued.Inc()
-	c.last, c.lastCode, c.lastReason = true, code, reason
-	start := !c.writing
-	c.writing = true
-	c.mu.Unlock()
-	if start {
-		go c.flush()
-	}
 }
 
 // SendJSON marshals v and queues it.
@@ -278,18 +274,18 @@ func (c *Conn) Context() context.Context { return c.ctx }
 func (c *Conn) flush() {
 	for {
 		c.mu.Lock()
-		if !c.closed && len(c.queue) == 0 && c.last {
-			c.writing = false
-			code, reason := c.lastCode, c.lastReason
-			c.mu.Unlock()
-			c.Close(code, reason)
-			return
-		}
 		if c.closed || len(c.queue) == 0 {
 			c.s.queued.Sub(float64(len(c.queue)))
 			c.queue = nil
 			c.writing = false
+			final := c.final
+			if c.closed {
+				final = nil
+			}
 			c.mu.Unlock()
+			if final != nil {
+				c.Close(final.code, final.reason)
+			}
 			return
 		}
 		batch := c.queue

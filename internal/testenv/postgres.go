@@ -73,6 +73,11 @@ func newDatabase(admin string) (string, error) {
 		return "", fmt.Errorf("connect admin: %w", err)
 	}
 	defer conn.Close(ctx)
+	// The browse plane's SELECT-only login must exist before migrating, so
+	// the first migration grants it read access.
+	if err := store.EnsureReadOnlyLogin(ctx, conn, store.DevReadOnlyLogin); err != nil {
+		return "", err
+	}
 	name := fmt.Sprintf("presenced_test_%d_%d", os.Getpid(), seq.Add(1))
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", fmt.Errorf("create database: %w", err)
@@ -137,6 +142,18 @@ func Postgres(t testing.TB) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// ReadOnlyURL is the DSN of this package's database for the SELECT-only
+// login (trust authentication on the test servers).
+func ReadOnlyURL(t testing.TB) string {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(PostgresURL(t))
+	if err != nil {
+		t.Fatalf("postgres url: %v", err)
+	}
+	c := cfg.ConnConfig
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", store.DevReadOnlyLogin, c.Host, c.Port, c.Database)
 }
 
 // PostgresAdminURL is the admin DSN of the test server.

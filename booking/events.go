@@ -1,0 +1,215 @@
+package booking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// MaxSeatsPerEvent bounds one venue.
+const MaxSeatsPerEvent = 200_000
+
+// EventSpec describes an event to create: its sale window and its venue.
+type EventSpec struct {
+	ID           string        `json:"id"`
+	Name         string        `json:"name"`
+	Currency     string        `json:"currency"`
+	StartsAt     time.Time     `json:"startsAt"`
+	SaleOpensAt  time.Time     `json:"saleOpensAt"`
+	SaleClosesAt *time.Time    `json:"saleClosesAt,omitempty"`
+	HoldMinutes  int           `json:"holdMinutes"`
+	Sections     []SectionSpec `json:"sections"`
+}
+
+// SectionSpec is a block of rows × seats at one base price (minor units).
+type SectionSpec struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Rows        int    `json:"rows"`
+	SeatsPerRow int    `json:"seatsPerRow"`
+	BasePrice   int64  `json:"basePrice"`
+}
+
+// Validate checks a spec, filling defaults (hold minutes, names).
+func (s *EventSpec) Validate() error {
+	var errs []string
+	if !ValidEventID(s.ID) {
+		errs = append(errs, "id: 1-64 letters, digits, '.', '_' or '-'")
+	}
+	if s.Name == "" {
+		s.Name = s.ID
+	}
+	s.Currency = strings.ToUpper(s.Currency)
+	if len(s.Currency) != 3 || strings.Trim(s.Currency, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+		errs = append(errs, "currency: an ISO 4217 code such as EUR")
+	}
+	if s.StartsAt.IsZero() {
+		errs = append(errs, "startsAt is required")
+	}
+	if s.SaleOpensAt.IsZero() {
+		s.SaleOpensAt = time.Now().UTC().Truncate(time.Second)
+	}
+	if s.SaleClosesAt != nil && !s.SaleClosesAt.After(s.SaleOpensAt) {
+		errs = append(errs, "saleClosesAt must be after saleOpensAt")
+	}
+	if s.HoldMinutes == 0 {
+		s.HoldMinutes = 10
+	}
+	if s.HoldMinutes < 1 || s.HoldMinutes > 60 {
+		errs = append(errs, "holdMinutes: 1 to 60")
+	}
+	if len(s.Sections) == 0 {
+		errs = append(errs, "at least one section")
+	}
+	seen := map[string]bool{}
+	total := 0
+	for i := range s.Sections {
+		sec := &s.Sections[i]
+		if !sectionIDPattern.MatchString(sec.ID) || seen[sec.ID] {
+			errs = append(errs, fmt.Sprintf("section %q: ids are 1-16 letters, digits, '_' or '-', unique", sec.ID))
+		}
+		seen[sec.ID] = true
+		if sec.Name == "" {
+			sec.Name = "Section " + sec.ID
+		}
+		if sec.Rows < 1 || sec.SeatsPerRow < 1 || sec.Rows > 1000 || sec.SeatsPerRow > 1000 {
+			errs = append(errs, fmt.Sprintf("section %s: 1-1000 rows of 1-1000 seats", sec.ID))
+		}
+		if sec.BasePrice < 0 || sec.BasePrice > 1e12 {
+			errs = append(errs, fmt.Sprintf("section %s: basePrice out of range", sec.ID))
+		}
+		total += sec.Rows * sec.SeatsPerRow
+	}
+	if total > MaxSeatsPerEvent {
+		errs = append(errs, fmt.Sprintf("%d seats exceed the limit of %d per event", total, MaxSeatsPerEvent))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid event: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// ParseSections reads "A:20x30@4500,B:40x50@3000": section id, rows ×
+// seats per row, base price in minor units.
+func ParseSections(s string) ([]SectionSpec, error) {
+	var out []SectionSpec
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, rest, ok := strings.Cut(part, ":")
+		dims, price, ok2 := strings.Cut(rest, "@")
+		rows, seats, ok3 := strings.Cut(dims, "x")
+		r, err1 := strconv.Atoi(rows)
+		n, err2 := strconv.Atoi(seats)
+		p, err3 := strconv.ParseInt(price, 10, 64)
+		if !ok || !ok2 || !ok3 || err1 != nil || err2 != nil || err3 != nil {
+			return nil, fmt.Errorf("section %q: want ID:ROWSxSEATS@PRICE, e.g. A:20x30@4500", part)
+		}
+		out = append(out, SectionSpec{ID: id, Rows: r, SeatsPerRow: n, BasePrice: p})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no sections")
+	}
+	return out, nil
+}
+
+// ErrEventExists is returned when the event id is taken.
+var ErrEventExists = errors.New("event already exists")
+
+// EventSummary is what creating an event answers.
+type EventSummary struct {
+	ID       string `json:"id"`
+	Seats    int    `json:"seats"`
+	Sections int    `json:"sections"`
+}
+
+// CreateEvent writes the event, its sections and every seat in layout order
+// (section, row, number) in one transaction.
+func CreateEvent(ctx context.Context, pool *pgxpool.Pool, spec EventSpec) (EventSummary, error) {
+	if err := spec.Validate(); err != nil {
+		return EventSummary{}, err
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return EventSummary{}, fmt.Errorf("create event: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `
+INSERT INTO events (id, name, currency, starts_at, sale_opens_at, sale_closes_at, hold_minutes)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		spec.ID, spec.Name, spec.Currency, spec.StartsAt, spec.SaleOpensAt, spec.SaleClosesAt, spec.HoldMinutes)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return EventSummary{}, ErrEventExists
+	}
+	if err != nil {
+		return EventSummary{}, fmt.Errorf("create event: %w", err)
+	}
+	var rows [][]any
+	order := 0
+	for pos, sec := range spec.Sections {
+		if _, err := tx.Exec(ctx, `
+INSERT INTO sections (event_id, id, name, position, base_price, seat_count) VALUES ($1, $2, $3, $4, $5, $6)`,
+			spec.ID, sec.ID, sec.Name, pos, sec.BasePrice, sec.Rows*sec.SeatsPerRow); err != nil {
+			return EventSummary{}, fmt.Errorf("create section %s: %w", sec.ID, err)
+		}
+		for r := 1; r <= sec.Rows; r++ {
+			for n := 1; n <= sec.SeatsPerRow; n++ {
+				rows = append(rows, []any{spec.ID, sec.ID, r, n, order, sec.BasePrice})
+				order++
+			}
+		}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"seats"},
+		[]string{"event_id", "section_id", "row_num", "seat_num", "layout_order", "base_price"},
+		pgx.CopyFromRows(rows)); err != nil {
+		return EventSummary{}, fmt.Errorf("create seats: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return EventSummary{}, fmt.Errorf("create event: %w", err)
+	}
+	return EventSummary{ID: spec.ID, Seats: order, Sections: len(spec.Sections)}, nil
+}
+
+// PromotionSpec is a capped discount code of one event.
+type PromotionSpec struct {
+	Code        string     `json:"code"`
+	DiscountBps int        `json:"discountBps"`
+	MaxUses     int        `json:"maxUses"`
+	ValidUntil  *time.Time `json:"validUntil,omitempty"`
+}
+
+// CreatePromotion adds a promotion code to an event.
+func CreatePromotion(ctx context.Context, pool *pgxpool.Pool, event string, p PromotionSpec) error {
+	if !promoPattern.MatchString(p.Code) || p.DiscountBps < 1 || p.DiscountBps > 10_000 || p.MaxUses < 0 {
+		return fmt.Errorf("invalid promotion: code 1-32 letters, digits, '_' or '-'; discountBps 1-10000; maxUses ≥ 0")
+	}
+	_, err := pool.Exec(ctx, `
+INSERT INTO promotions (event_id, code, discount_bps, max_uses, valid_until) VALUES ($1, $2, $3, $4, $5)`,
+		event, p.Code, p.DiscountBps, p.MaxUses, p.ValidUntil)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505":
+			return fmt.Errorf("promotion %s already exists: %w", p.Code, ErrEventExists)
+		case "23503":
+			return ErrNoEvent
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create promotion: %w", err)
+	}
+	return nil
+}
+
+// ErrNoEvent is returned for an unknown event.
+var ErrNoEvent = errors.New("no such event")

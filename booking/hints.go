@@ -1,0 +1,63 @@
+package booking
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/store"
+)
+
+var (
+	//go:embed lua/hint_hold.lua
+	hintHoldLua string
+	//go:embed lua/hint_release.lua
+	hintReleaseLua string
+	//go:embed lua/rate.lua
+	rateLua string
+
+	hintHold    = store.NewScript("booking_hint_hold", hintHoldLua)
+	hintRelease = store.NewScript("booking_hint_release", hintReleaseLua)
+	rateScript  = store.NewScript("booking_rate", rateLua)
+)
+
+// hints are the Redis seat hints of carts.
+type hints struct {
+	rdb  redis.UniversalClient
+	keys keys
+}
+
+// take hints every seat for owner, or none. It returns the seat another
+// owner already hints (0 when all were taken).
+func (h hints) take(ctx context.Context, event string, seats []int64, owner string, ttl time.Duration) (int64, error) {
+	n, err := hintHold.Run(ctx, h.rdb, h.hintKeys(event, seats), owner, max(ttl.Milliseconds(), 1)).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("seat hints: %w", err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return seats[n-1], nil
+}
+
+// release drops the hints still owned by owner.
+func (h hints) release(ctx context.Context, event string, seats []int64, owner string) error {
+	if len(seats) == 0 {
+		return nil
+	}
+	if err := hintRelease.Run(ctx, h.rdb, h.hintKeys(event, seats), owner).Err(); err != nil {
+		return fmt.Errorf("release seat hints: %w", err)
+	}
+	return nil
+}
+
+func (h hints) hintKeys(event string, seats []int64) []string {
+	out := make([]string, len(seats))
+	for i, s := range seats {
+		out[i] = h.keys.hint(event, s)
+	}
+	return out
+}

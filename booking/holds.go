@@ -1,0 +1,459 @@
+package booking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/web"
+)
+
+// Holds is the booking plane: holds, reservations and event administration.
+type Holds struct {
+	db        *pgxpool.Pool
+	rdb       redis.UniversalClient
+	keys      keys
+	hints     hints
+	admission Admission
+	cfg       config.Booking
+	m         *Metrics
+	log       *slog.Logger
+}
+
+// HoldsDeps are what Holds needs.
+type HoldsDeps struct {
+	DB        *pgxpool.Pool
+	Redis     redis.UniversalClient
+	Keys      store.Keyspace
+	Admission Admission
+	Config    config.Booking
+	Metrics   *Metrics
+	Log       *slog.Logger
+}
+
+// NewHolds builds the booking plane.
+func NewHolds(d HoldsDeps) (*Holds, error) {
+	if d.DB == nil || d.Redis == nil || d.Admission == nil || d.Metrics == nil || d.Log == nil {
+		return nil, errors.New("booking: holds need a database, redis, an admission checker, metrics and a logger")
+	}
+	k := keys{ks: d.Keys}
+	return &Holds{db: d.DB, rdb: d.Redis, keys: k, hints: hints{rdb: d.Redis, keys: k},
+		admission: d.Admission, cfg: d.Config, m: d.Metrics, log: d.Log}, nil
+}
+
+// HoldInput is one hold request.
+type HoldInput struct {
+	User      string
+	Event     string
+	Pass      string
+	Key       string // Idempotency-Key
+	Seats     []int64
+	PromoCode string
+}
+
+// HoldResult is the answer to a hold: the status and body a retry with the
+// same key gets again, byte for byte.
+type HoldResult struct {
+	Status   int
+	Body     []byte
+	Replayed bool
+}
+
+const opHold = "hold"
+
+// Hold runs a hold: cheap refusals first (rate, admission, idempotency,
+// pending checkout, seat hints), then seat rows locked in id order, prices
+// frozen, and everything written with the stored response in one READ
+// COMMITTED transaction. Client errors are *web.Error.
+func (h *Holds) Hold(ctx context.Context, in HoldInput) (HoldResult, error) {
+	seats, fp, err := h.check(in)
+	if err != nil {
+		return HoldResult{}, err
+	}
+	if err := h.rateLimit(ctx, in.User); err != nil {
+		return HoldResult{}, err
+	}
+	if err := h.verifyAdmission(ctx, in); err != nil {
+		return HoldResult{}, err
+	}
+	resID := uuid.New().String()
+	tx, err := h.db.Begin(ctx)
+	if err != nil {
+		return HoldResult{}, storeError("begin hold", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	ev, stored, err := h.prepare(ctx, tx, in, seats, fp)
+	if err != nil || stored != nil {
+		if stored != nil {
+			h.m.idempotentHits.Inc()
+			return *stored, nil
+		}
+		return HoldResult{}, err
+	}
+	var ended []*released
+	if ev.pendingID != "" {
+		// The user's previous checkout is over but not yet reclaimed.
+		r, err := endReservation(ctx, tx, ev.pendingID, StatusExpired, true, "")
+		if err != nil {
+			return HoldResult{}, storeError("expire previous checkout", err)
+		}
+		ended = append(ended, r)
+	}
+	holdFor := time.Duration(ev.holdMinutes) * time.Minute
+	expiresAt := ev.now.Add(holdFor)
+	taken, err := h.hints.take(ctx, in.Event, seats, resID, time.Until(expiresAt))
+	if err != nil {
+		h.m.hintErrors.Inc()
+		return HoldResult{}, web.Unavailable(time.Second, "seat hints unavailable; retry")
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			h.releaseAfter(ctx, &released{id: resID, event: in.Event, seats: seats}, false)
+		}
+	}()
+	if taken != 0 {
+		h.m.hintRejections.Inc()
+		return HoldResult{}, seatsTaken([]int64{taken})
+	}
+	more, err := h.reclaimExpired(ctx, tx, ev.expiredHolds)
+	if err != nil {
+		return HoldResult{}, err
+	}
+	ended = append(ended, more...)
+	locked, occupancy, err := h.lockSeats(ctx, tx, in.Event, seats)
+	if err != nil {
+		return HoldResult{}, err
+	}
+	res, err := h.write(ctx, tx, in, ev, resID, expiresAt, locked, occupancy, fp)
+	if err != nil {
+		return HoldResult{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return HoldResult{}, storeError("commit hold", err)
+	}
+	committed = true
+	if err := h.admission.Extend(ctx, in.Event, in.User, holdFor); err != nil {
+		// The hold stands: PostgreSQL owns it. The buyer may have to
+		// re-verify at payment; count it so an operator sees it.
+		h.m.leaseExtendFail.Inc()
+		h.log.Warn("hold committed but the admission lease was not extended", "err", err)
+	}
+	for _, r := range ended {
+		h.releaseAfter(ctx, r, true)
+	}
+	return res, nil
+}
+
+// check validates the request and returns the sorted cart and the request
+// fingerprint.
+func (h *Holds) check(in HoldInput) ([]int64, []byte, error) {
+	switch {
+	case !ValidEventID(in.Event):
+		return nil, nil, web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+	case in.Key == "":
+		return nil, nil, web.Errorf(http.StatusBadRequest, "idempotency_key_required", "an Idempotency-Key header is required")
+	case len(in.Key) > 255:
+		return nil, nil, web.Errorf(http.StatusBadRequest, "bad_idempotency_key", "the Idempotency-Key is longer than 255 characters")
+	case len(in.Seats) < 1 || len(in.Seats) > h.cfg.MaxSeatsPerHold:
+		return nil, nil, web.BadRequest("hold 1 to %d seats", h.cfg.MaxSeatsPerHold)
+	case in.PromoCode != "" && !promoPattern.MatchString(in.PromoCode):
+		return nil, nil, web.Errorf(http.StatusUnprocessableEntity, "invalid_promo_code", "no such promotion code")
+	}
+	seats := slices.Clone(in.Seats)
+	slices.Sort(seats)
+	for i, s := range seats {
+		if s <= 0 || (i > 0 && seats[i-1] == s) {
+			return nil, nil, web.BadRequest("seats must be distinct seat ids")
+		}
+	}
+	return seats, fingerprint(in.Event, seats, in.PromoCode), nil
+}
+
+func (h *Holds) rateLimit(ctx context.Context, user string) error {
+	res, err := rateScript.Run(ctx, h.rdb, []string{h.keys.holdRate(user)}, time.Minute.Milliseconds()).Int64Slice()
+	if err != nil {
+		return web.Unavailable(time.Second, "rate limiter unavailable; retry")
+	}
+	if res[0] > int64(h.cfg.HoldsPerMinute) {
+		e := web.Errorf(http.StatusTooManyRequests, "rate_limited", "too many hold attempts; retry later")
+		e.RetryAfter = max(time.Duration(res[1])*time.Millisecond, time.Second)
+		return e
+	}
+	return nil
+}
+
+func (h *Holds) verifyAdmission(ctx context.Context, in HoldInput) error {
+	if in.Pass == "" {
+		return web.Errorf(http.StatusForbidden, "not_admitted", "an X-Admission-Pass from the waiting room is required")
+	}
+	err := h.admission.Verify(ctx, in.Pass, in.Event, in.User)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotAdmitted):
+		return web.Errorf(http.StatusForbidden, "not_admitted", "the admission pass is not valid for this event and user, or its lease ended")
+	default:
+		// Fail closed: nobody is let in by an error.
+		return web.Unavailable(2*time.Second, "admission check unavailable; retry")
+	}
+}
+
+// eventRow is what the hold needs of the event, read in the first round trip.
+type eventRow struct {
+	currency    string
+	startsAt    time.Time
+	holdMinutes int
+	now         time.Time
+	pendingID   string // an expired pending checkout of this user, to end first
+	// expiredHolds are due reservations still holding wanted seats.
+	expiredHolds []string
+}
+
+// prepare sets the transaction's timeouts, serialises the user's hold
+// attempts (advisory lock), answers identical retries from the stored
+// response, and reads the event and the user's pending checkout, all in
+// one round trip.
+func (h *Holds) prepare(ctx context.Context, tx pgx.Tx, in HoldInput, seats []int64, fp []byte) (eventRow, *HoldResult, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
+		fmt.Sprint(h.cfg.LockTimeout.Milliseconds()), fmt.Sprint(h.cfg.StatementTimeout.Milliseconds()))
+	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, in.User+"\n"+opHold)
+	b.Queue(`SELECT fingerprint, status_code, response FROM idempotency_keys WHERE user_id = $1 AND operation = $2 AND key = $3`,
+		in.User, opHold, in.Key)
+	b.Queue(`
+SELECT e.currency, e.starts_at, e.hold_minutes, clock_timestamp(),
+       e.sale_opens_at <= clock_timestamp() AND (e.sale_closes_at IS NULL OR e.sale_closes_at > clock_timestamp()),
+       r.id::text, r.expires_at <= clock_timestamp()
+FROM events e
+LEFT JOIN reservations r ON r.event_id = e.id AND r.user_id = $2 AND r.status = 'PENDING_PAYMENT'
+WHERE e.id = $1`, in.Event, in.User)
+	b.Queue(`
+SELECT DISTINCT r.id::text FROM seats s JOIN reservations r ON r.id = s.reservation_id
+WHERE s.event_id = $1 AND s.id = ANY($2) AND s.status = 'HELD'
+  AND r.status = 'PENDING_PAYMENT' AND r.expires_at <= clock_timestamp()
+ORDER BY 1`, in.Event, seats)
+	res := tx.SendBatch(ctx, b)
+	defer res.Close()
+	var ev eventRow
+	for i := 0; i < 2; i++ {
+		if _, err := res.Exec(); err != nil {
+			return ev, nil, storeError("prepare hold", err)
+		}
+	}
+	var storedFP []byte
+	var stored HoldResult
+	err := res.QueryRow().Scan(&storedFP, &stored.Status, &stored.Body)
+	switch {
+	case err == nil:
+		if string(storedFP) != string(fp) {
+			return ev, nil, web.Errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
+				"this Idempotency-Key was used with a different request")
+		}
+		stored.Replayed = true
+		return ev, &stored, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return ev, nil, storeError("read idempotency key", err)
+	}
+	var open bool
+	var pendingID *string
+	var pendingDue *bool
+	err = res.QueryRow().Scan(&ev.currency, &ev.startsAt, &ev.holdMinutes, &ev.now, &open, &pendingID, &pendingDue)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ev, nil, web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+	}
+	if err != nil {
+		return ev, nil, storeError("read event", err)
+	}
+	if !open {
+		return ev, nil, web.Errorf(http.StatusConflict, "sale_closed", "the sale of this event is not open")
+	}
+	if pendingID != nil {
+		if !*pendingDue {
+			e := web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
+			e.Details = map[string]any{"reservation": *pendingID}
+			return ev, nil, e
+		}
+		ev.pendingID = *pendingID
+	}
+	rows, err := res.Query()
+	if err != nil {
+		return ev, nil, storeError("find expired holds", err)
+	}
+	if ev.expiredHolds, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return ev, nil, storeError("find expired holds", err)
+	}
+	return ev, nil, nil
+}
+
+// reclaimExpired ends expired holds on the wanted seats, reservation row
+// first, before any seat is locked: the same lock order as the expiry
+// worker, so the two never deadlock.
+func (h *Holds) reclaimExpired(ctx context.Context, tx pgx.Tx, ids []string) ([]*released, error) {
+	var out []*released
+	for _, id := range ids {
+		r, err := endReservation(ctx, tx, id, StatusExpired, true, "")
+		if errors.Is(err, errNotPending) {
+			continue // someone else ended it first
+		}
+		if err != nil {
+			return nil, storeError("expire hold inline", err)
+		}
+		h.m.reclaimed.WithLabelValues("inline").Inc()
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// lockedSeat is a seat row locked for the hold.
+type lockedSeat struct {
+	id        int64
+	section   string
+	row, num  int
+	status    string
+	basePrice int64
+}
+
+// lockSeats locks the cart's seat rows and, in the same round trip, reads
+// how full their sections are (for the scarcity multiplier).
+func (h *Holds) lockSeats(ctx context.Context, tx pgx.Tx, event string, seats []int64) ([]lockedSeat, []occupancy, error) {
+	start := time.Now()
+	b := &pgx.Batch{}
+	// ORDER BY id puts the row locks under the sort: every hold locks in
+	// ascending id order, so overlapping carts cannot deadlock.
+	b.Queue(`
+SELECT id, section_id, row_num, seat_num, status, base_price FROM seats
+WHERE event_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE`, event, seats)
+	// Count only the taken seats, through the (event, section, status)
+	// index: early in a sale that is nearly nothing to read, where counting
+	// whole sections would cost every hold a scan.
+	b.Queue(`
+SELECT s.id, s.seat_count,
+       (SELECT count(*) FROM seats x WHERE x.event_id = s.event_id AND x.section_id = s.id AND x.status IN ('HELD', 'SOLD'))
+FROM sections s
+WHERE s.event_id = $1 AND s.id IN (SELECT section_id FROM seats WHERE event_id = $1 AND id = ANY($2))`, event, seats)
+	res := tx.SendBatch(ctx, b)
+	defer res.Close()
+	rows, err := res.Query()
+	if err != nil {
+		return nil, nil, storeError("lock seats", err)
+	}
+	locked, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lockedSeat, error) {
+		var s lockedSeat
+		err := row.Scan(&s.id, &s.section, &s.row, &s.num, &s.status, &s.basePrice)
+		return s, err
+	})
+	if err != nil {
+		return nil, nil, storeError("lock seats", err)
+	}
+	h.m.lockWait.Observe(time.Since(start).Seconds())
+	rows, err = res.Query()
+	if err != nil {
+		return nil, nil, storeError("read occupancy", err)
+	}
+	occ, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (occupancy, error) {
+		var o occupancy
+		err := row.Scan(&o.section, &o.total, &o.taken)
+		return o, err
+	})
+	if err != nil {
+		return nil, nil, storeError("read occupancy", err)
+	}
+	if len(locked) != len(seats) {
+		var unknown []int64
+		for _, id := range seats {
+			if !slices.ContainsFunc(locked, func(s lockedSeat) bool { return s.id == id }) {
+				unknown = append(unknown, id)
+			}
+		}
+		e := web.BadRequest("seats %v are not seats of this event", unknown)
+		e.Code, e.Details = "unknown_seats", map[string]any{"seats": unknown}
+		return nil, nil, e
+	}
+	var taken []int64
+	for _, s := range locked {
+		if s.status != SeatAvailable {
+			taken = append(taken, s.id)
+		}
+	}
+	if len(taken) > 0 {
+		return nil, nil, seatsTaken(taken)
+	}
+	return locked, occ, nil
+}
+
+// occupancy is how many seats of a section are held or sold.
+type occupancy struct {
+	section      string
+	total, taken int64
+}
+
+func seatsTaken(seats []int64) *web.Error {
+	e := web.Errorf(http.StatusConflict, "seats_unavailable", "seats %v are not available", seats)
+	e.Details = map[string]any{"seats": seats}
+	return e
+}
+
+// releaseAfter does the cleanup of an ended reservation once its
+// transaction is over: owner-checked hint release and, for reservations
+// that really ended, the buyer's admission lease.
+func (h *Holds) releaseAfter(ctx context.Context, r *released, endLease bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := h.hints.release(ctx, r.event, r.seats, r.id); err != nil {
+		h.log.Debug("release seat hints", "err", err) // they expire on their own
+	}
+	if endLease && r.user != "" {
+		if err := h.admission.Release(ctx, r.event, r.user); err != nil {
+			h.log.Debug("release admission lease", "err", err)
+		}
+	}
+}
+
+// storeError maps PostgreSQL failures to a retryable 503 (lock and
+// statement timeouts, deadlocks, lost connections) or, for constraint
+// violations that mean "taken", a 409. Anything else is a 500.
+func storeError(what string, err error) error {
+	var apiErr *web.Error
+	if errors.As(err, &apiErr) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "55P03", "57014", "40001", "40P01", "57P01", "53300":
+			return web.Unavailable(time.Second, "the database is busy; retry")
+		case "23505":
+			switch pgErr.ConstraintName {
+			case "one_live_owner_per_seat":
+				e := web.Errorf(http.StatusConflict, "seats_unavailable", "a seat of the cart was taken")
+				return e
+			case "one_active_checkout":
+				return web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
+			}
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.SafeToRetry(err) || isConnError(err) {
+		return web.Unavailable(time.Second, "the database is unavailable; retry")
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func isConnError(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || errors.Is(err, pgx.ErrTxClosed)
+}

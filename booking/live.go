@@ -1,0 +1,174 @@
+package booking
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/internal/outbox"
+	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/web"
+)
+
+// Live seat-map messages. Browsers get invalidations, never deltas: "section
+// B changed, fetch it again". A lost invalidation is repaired by the next
+// one or by the reset every stream opens with (and sent again after a Redis
+// reconnect, when invalidations may have been missed).
+var (
+	resetMessage = []byte(`{"type":"reset"}`)
+)
+
+// invalidation is the message published for a changed section.
+type invalidation struct {
+	Type    string `json:"type"`
+	Section string `json:"section"`
+}
+
+// RoutesLive mounts GET /v1/events/:event/live: an SSE stream, or a
+// WebSocket when the request asks to upgrade. ?section=A,B narrows it.
+func (s *SeatMap) RoutesLive(g *echo.Group, h *hub.Hub, sockets *web.Sockets) {
+	g.GET("/v1/events/:event/live", func(c echo.Context) error { return s.live(c, h, sockets) })
+}
+
+func (s *SeatMap) live(c echo.Context, h *hub.Hub, sockets *web.Sockets) error {
+	ctx := c.Request().Context()
+	l, err := s.layoutOf(ctx, c.Param("event"))
+	if err != nil {
+		return err
+	}
+	sections, err := l.selectSections(c.QueryParam("section"))
+	if err != nil {
+		return err
+	}
+	topics := make([]string, len(sections))
+	for i, sec := range sections {
+		topics[i] = s.keys.liveTopic(l.event, sec)
+	}
+	if websocket.IsWebSocketUpgrade(c.Request()) {
+		return s.liveSocket(c, h, sockets, topics)
+	}
+	q := h.NewQueue(s.cfg.LiveQueue)
+	if err := subscribeAll(ctx, h, topics, q); err != nil {
+		return err
+	}
+	defer unsubscribeAll(h, topics, q)
+	st, err := sockets.OpenSSE(c, "seatmap")
+	if err != nil {
+		return err
+	}
+	if err := st.Send(web.SSEEvent{Event: "reset", Data: resetMessage}); err != nil {
+		st.Close()
+		return nil
+	}
+	return st.Serve(q, func(m hub.Message) (web.SSEEvent, bool) {
+		if m.Resync {
+			return web.SSEEvent{Event: "reset", Data: resetMessage}, true
+		}
+		return web.SSEEvent{Event: "invalidate", Data: m.Payload}, true
+	})
+}
+
+// liveConn forwards invalidations to a WebSocket, turning a resync notice
+// into a reset.
+type liveConn struct{ *web.Conn }
+
+func (lc liveConn) Deliver(m hub.Message) {
+	if m.Resync {
+		lc.Send(resetMessage)
+		return
+	}
+	lc.Send(m.Payload)
+}
+
+func (s *SeatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *web.Sockets, topics []string) error {
+	conn, err := sockets.Upgrade(c, "seatmap")
+	if err != nil {
+		return nil // the upgrader answered the client
+	}
+	sub := &liveConn{conn}
+	ctx, cancel := context.WithTimeout(conn.Context(), 5*time.Second)
+	err = subscribeAll(ctx, h, topics, sub)
+	cancel()
+	if err != nil {
+		conn.Close(websocket.CloseTryAgainLater, "subscription unavailable")
+		return nil
+	}
+	defer unsubscribeAll(h, topics, sub)
+	conn.Send(resetMessage)
+	for {
+		// The viewer sends nothing we act on; reading keeps pings and the
+		// close handshake flowing.
+		if _, err := conn.Read(); err != nil {
+			return nil
+		}
+	}
+}
+
+func subscribeAll(ctx context.Context, h *hub.Hub, topics []string, sub hub.Subscriber) error {
+	for i, t := range topics {
+		if err := h.Subscribe(ctx, t, sub); err != nil {
+			unsubscribeAll(h, topics[:i], sub)
+			return web.Unavailable(2*time.Second, "live updates unavailable; retry")
+		}
+	}
+	return nil
+}
+
+func unsubscribeAll(h *hub.Hub, topics []string, sub hub.Subscriber) {
+	for _, t := range topics {
+		h.Unsubscribe(t, sub)
+	}
+}
+
+func (l *layout) selectSections(filter string) ([]string, error) {
+	if filter == "" {
+		out := make([]string, len(l.sections))
+		for i, sec := range l.sections {
+			out[i] = sec.ID
+		}
+		return out, nil
+	}
+	var out []string
+	for _, id := range strings.Split(filter, ",") {
+		if l.sectionIndex(id) < 0 {
+			return nil, web.Errorf(http.StatusNotFound, "section_not_found", "no section %q in this event", id)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// Invalidator is the outbox relay's derived effect for inventory changes:
+// delete the cached seat map first, then tell live viewers, so a viewer
+// reacting at once cannot read the snapshot just declared stale.
+type Invalidator struct {
+	rdb  redis.UniversalClient
+	hub  *hub.Hub
+	keys keys
+}
+
+// NewInvalidator builds the derived effect.
+func NewInvalidator(rdb redis.UniversalClient, h *hub.Hub, ks store.Keyspace) *Invalidator {
+	return &Invalidator{rdb: rdb, hub: h, keys: keys{ks: ks}}
+}
+
+// Handle applies one inventory.changed event.
+func (inv *Invalidator) Handle(ctx context.Context, e outbox.Event) error {
+	var p InventoryChanged
+	if err := json.Unmarshal(e.Payload, &p); err != nil || !ValidEventID(p.Event) || !sectionIDPattern.MatchString(p.Section) {
+		return nil // nothing to invalidate; not worth stopping the relay for
+	}
+	if err := inv.rdb.Del(ctx, inv.keys.snapshot(p.Event, allScope)).Err(); err != nil {
+		return errors.Join(errors.New("drop seat-map snapshot"), err)
+	}
+	msg, _ := json.Marshal(invalidation{Type: "invalidate", Section: p.Section})
+	return inv.hub.Publish(ctx, inv.keys.liveTopic(p.Event, p.Section), msg)
+}

@@ -1,0 +1,298 @@
+package booking
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/pflag"
+
+	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/loadgen"
+	"github.com/presenced/presenced/store"
+)
+
+// LoadScenario is `presenced loadgen booking`: admitted buyers race for a
+// few hot seats and for random seats. It creates an event and its waiting
+// room, lets every buyer in through the line, then fires one hold per
+// buyer; at the end it checks with SQL that no seat has two live owners.
+type LoadScenario struct {
+	secrets     loadgen.Secrets
+	buyers      int
+	sections    string
+	hotSeats    int
+	hotFraction float64
+	cart        int
+	postgresURL string
+}
+
+// NewLoadScenario returns the booking load scenario.
+func NewLoadScenario() *LoadScenario { return &LoadScenario{} }
+
+func (s *LoadScenario) Name() string { return "booking" }
+
+func (s *LoadScenario) Describe() string {
+	return "admitted buyers race for hot seats and random seats; outcome mix, latency, and a zero-double-ownership check in SQL"
+}
+
+func (s *LoadScenario) Flags(fs *pflag.FlagSet) {
+	s.secrets.AddFlags(fs)
+	fs.IntVar(&s.buyers, "buyers", 2000, "buyers (each holds at most once: one pending checkout per user and event)")
+	fs.StringVar(&s.sections, "sections", "A:50x100@5000,B:50x100@3000", "venue of the generated event (ID:ROWSxSEATS@PRICE,...)")
+	fs.IntVar(&s.hotSeats, "hot-seats", 4, "seats everybody in the hot group wants")
+	fs.Float64Var(&s.hotFraction, "hot-fraction", 0.5, "share of buyers racing for the hot seats")
+	fs.IntVar(&s.cart, "cart", 2, "seats per hold (1-6)")
+	fs.StringVar(&s.postgresURL, "postgres-url", "", "database to verify ownership in (default: the development cluster under --data-dir)")
+}
+
+type buyer struct {
+	user, token, pass string
+}
+
+func (s *LoadScenario) Run(ctx context.Context, r *loadgen.Runner) error {
+	if err := s.secrets.Resolve(); err != nil {
+		return err
+	}
+	if s.cart < 1 || s.cart > 6 || s.buyers < 1 || s.hotSeats < s.cart {
+		return errors.New("--cart must be 1 to 6, --buyers positive, and --hot-seats at least --cart")
+	}
+	run := &bookingRun{s: s, r: r, base: strings.TrimRight(r.Options.Target, "/")}
+	event, seats, err := run.createEvent(ctx)
+	if err != nil {
+		return err
+	}
+	buyers, err := run.admitAll(ctx, event)
+	if err != nil {
+		return err
+	}
+	r.Label("holds")
+	r.StartClock()
+	if r.Options.Requests == 0 || r.Options.Requests > int64(len(buyers)) {
+		r.Options.Requests = int64(len(buyers))
+	}
+	var next atomic.Int64
+	outcomes := map[int]int{}
+	var mu sync.Mutex
+	var hotWins atomic.Int64
+	r.Loop(ctx, func(ctx context.Context, _ int) error {
+		i := int(next.Add(1) - 1)
+		b := buyers[i]
+		hot := float64(i%100) < s.hotFraction*100
+		cart := run.pick(seats, hot)
+		status, err := run.hold(ctx, event, b, fmt.Sprintf("lg-%d", i), cart)
+		mu.Lock()
+		outcomes[status]++
+		mu.Unlock()
+		if status == http.StatusCreated && hot {
+			hotWins.Add(1)
+		}
+		switch {
+		case err != nil:
+			return err
+		case status == http.StatusCreated || status == http.StatusConflict:
+			return nil // a 409 is the right answer for a taken seat
+		default:
+			return loadgen.StatusError(status)
+		}
+	})
+	var mix []string
+	for _, code := range []int{201, 409, 403, 422, 429, 503} {
+		mix = append(mix, fmt.Sprintf("%d:%d", code, outcomes[code]))
+	}
+	r.AddFigure("outcomes", "%s", strings.Join(mix, " "))
+	r.AddFigure("hot-seat winners", "%d (at most %d possible)", hotWins.Load(), s.hotSeats/s.cart)
+	return run.verify(ctx, event)
+}
+
+type bookingRun struct {
+	s    *LoadScenario
+	r    *loadgen.Runner
+	base string
+}
+
+func (run *bookingRun) createEvent(ctx context.Context) (string, []int64, error) {
+	secs, err := ParseSections(run.s.sections)
+	if err != nil {
+		return "", nil, err
+	}
+	event := fmt.Sprintf("loadgen-%d", time.Now().UnixNano())
+	spec := EventSpec{ID: event, Currency: "EUR", StartsAt: time.Now().Add(60 * 24 * time.Hour), Sections: secs}
+	if err := run.call(ctx, http.MethodPost, "/v1/admin/events", run.admin(), spec, nil, http.StatusCreated); err != nil {
+		return "", nil, fmt.Errorf("create event: %w", err)
+	}
+	room := map[string]any{"capacity": run.s.buyers, "batch": 1000, "leaseSeconds": 1800, "heartbeatTimeoutSeconds": 600}
+	if err := run.call(ctx, http.MethodPut, "/v1/admin/waitingrooms/"+event, run.admin(), room, nil, http.StatusCreated); err != nil {
+		return "", nil, fmt.Errorf("create waiting room: %w", err)
+	}
+	var m SeatMapView
+	if err := run.call(ctx, http.MethodGet, "/v1/events/"+event+"/seats", nil, nil, &m, http.StatusOK); err != nil {
+		return "", nil, fmt.Errorf("read seat map: %w", err)
+	}
+	seats := make([]int64, len(m.Seats))
+	for i, st := range m.Seats {
+		seats[i] = st.ID
+	}
+	return event, seats, nil
+}
+
+// admitAll lets every buyer through the waiting room and keeps their passes.
+func (run *bookingRun) admitAll(ctx context.Context, event string) ([]buyer, error) {
+	buyers := make([]buyer, run.s.buyers)
+	for i := range buyers {
+		u := fmt.Sprintf("%s-buyer-%d", event, i)
+		tok, err := run.s.secrets.UserToken(u)
+		if err != nil {
+			return nil, err
+		}
+		buyers[i] = buyer{user: u, token: tok}
+	}
+	start := time.Now()
+	deadline := time.Now().Add(2 * time.Minute)
+	sem := make(chan struct{}, 32)
+	for pending := len(buyers); pending > 0; {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%d buyers not admitted after 2 minutes: is a worker running?", pending)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		pending = 0
+		for i := range buyers {
+			if buyers[i].pass != "" {
+				continue
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(b *buyer) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				var ans struct {
+					State string `json:"state"`
+					Pass  string `json:"pass"`
+				}
+				err := run.call(ctx, http.MethodPost, "/v1/waitingroom/"+event+"/join",
+					map[string]string{"Authorization": "Bearer " + b.token}, nil, &ans, http.StatusOK)
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil && ans.State == "admitted" {
+					b.pass = ans.Pass
+				} else {
+					pending++
+				}
+			}(&buyers[i])
+		}
+		wg.Wait()
+		if pending > 0 {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	run.r.AddFigure("admission", "%d buyers admitted in %s", len(buyers), time.Since(start).Round(time.Millisecond))
+	return buyers, nil
+}
+
+func (run *bookingRun) pick(seats []int64, hot bool) []int64 {
+	cart := make([]int64, 0, run.s.cart)
+	pool := seats[run.s.hotSeats:]
+	if hot {
+		pool = seats[:run.s.hotSeats]
+	}
+	for _, i := range rand.Perm(len(pool))[:run.s.cart] {
+		cart = append(cart, pool[i])
+	}
+	return cart
+}
+
+func (run *bookingRun) hold(ctx context.Context, event string, b buyer, key string, cart []int64) (int, error) {
+	body, _ := json.Marshal(map[string]any{"seats": cart})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, run.base+"/v1/events/"+event+"/holds", strings.NewReader(string(body)))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	req.Header.Set(HeaderAdmissionPass, b.pass)
+	req.Header.Set(HeaderIdempotencyKey, key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := run.r.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func (run *bookingRun) admin() map[string]string {
+	return map[string]string{auth.APIKeyHeader: run.s.secrets.APIKey}
+}
+
+func (run *bookingRun) call(ctx context.Context, method, path string, hdr map[string]string, in, out any, want int) error {
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = strings.NewReader(string(b))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, run.base+path, body)
+	if err != nil {
+		return err
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := run.r.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	if out != nil {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+// verify checks in SQL that no seat of the event has two live owners and
+// that every taken seat names its live item.
+func (run *bookingRun) verify(ctx context.Context, event string) error {
+	dsn := run.s.postgresURL
+	if dsn == "" {
+		var ok bool
+		if dsn, ok = store.DevPostgresURL(run.s.secrets.DataDir); !ok {
+			run.r.AddFigure("ownership check", "skipped: no --postgres-url and no development cluster in %s", run.s.secrets.DataDir)
+			return nil
+		}
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("ownership check: %w", err)
+	}
+	defer conn.Close(ctx)
+	var doubled, orphaned, held int
+	err = conn.QueryRow(ctx, `
+SELECT
+  (SELECT count(*) FROM (SELECT i.seat_id FROM reservation_items i JOIN seats s ON s.id = i.seat_id
+     WHERE s.event_id = $1 AND i.status IN ('HELD','SOLD','CHECKED_IN') GROUP BY i.seat_id HAVING count(*) > 1) d),
+  (SELECT count(*) FROM seats s LEFT JOIN reservation_items i
+     ON i.seat_id = s.id AND i.reservation_id = s.reservation_id AND i.status IN ('HELD','SOLD')
+     WHERE s.event_id = $1 AND s.status IN ('HELD','SOLD') AND i.id IS NULL),
+  (SELECT count(*) FROM seats WHERE event_id = $1 AND status = 'HELD')`, event).Scan(&doubled, &orphaned, &held)
+	if err != nil {
+		return fmt.Errorf("ownership check: %w", err)
+	}
+	run.r.AddFigure("ownership check", "%d seats held, %d with two live owners, %d taken without their item", held, doubled, orphaned)
+	if doubled > 0 || orphaned > 0 {
+		return fmt.Errorf("ownership check failed: %d double-owned, %d orphaned seats", doubled, orphaned)
+	}
+	return nil
+}

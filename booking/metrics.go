@@ -1,0 +1,67 @@
+package booking
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are booking's Prometheus collectors, shared by its parts.
+type Metrics struct {
+	holdOutcomes    *prometheus.CounterVec
+	holdDuration    prometheus.Histogram
+	lockWait        prometheus.Histogram
+	hintRejections  prometheus.Counter
+	hintErrors      prometheus.Counter
+	reclaimed       *prometheus.CounterVec
+	cache           *prometheus.CounterVec
+	fillContention  prometheus.Counter
+	idempotentHits  prometheus.Counter
+	leaseExtendFail prometheus.Counter
+}
+
+// NewMetrics registers booking's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	fast := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+	m := &Metrics{
+		holdOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presenced_booking_hold_outcomes_total",
+			Help: "Hold requests by HTTP status (a 409 is a correct answer, not an SLO failure).",
+		}, []string{"code"}),
+		holdDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "presenced_booking_hold_duration_seconds", Help: "Hold request latency.", Buckets: fast,
+		}),
+		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "presenced_booking_seat_lock_wait_seconds", Help: "Time to lock a cart's seat rows.", Buckets: fast,
+		}),
+		hintRejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presenced_booking_hint_rejections_total",
+			Help: "Holds refused by the Redis seat hints before touching PostgreSQL.",
+		}),
+		hintErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presenced_booking_hint_errors_total", Help: "Seat hint calls that failed (Redis unreachable).",
+		}),
+		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presenced_booking_reservations_ended_total",
+			Help: "Reservations released, by how (expired by the worker, expired inline, cancelled).",
+		}, []string{"how"}),
+		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presenced_booking_seatmap_cache_total",
+			Help: "Seat-map reads by result: hit, filled (this request queried), waited (another filled), direct (Redis down).",
+		}, []string{"result"}),
+		fillContention: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presenced_booking_seatmap_fill_contention_total",
+			Help: "Seat-map misses that found the fill lease taken.",
+		}),
+		idempotentHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presenced_booking_idempotent_replays_total", Help: "Requests answered from a stored response.",
+		}),
+		leaseExtendFail: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presenced_booking_lease_extend_failures_total",
+			Help: "Committed holds whose admission lease could not be extended.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.holdOutcomes, m.holdDuration, m.lockWait, m.hintRejections, m.hintErrors,
+		m.reclaimed, m.cache, m.fillContention, m.idempotentHits, m.leaseExtendFail} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

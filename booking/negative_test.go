@@ -1,0 +1,101 @@
+package booking
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/store"
+)
+
+// naiveHold is the hold path with its defences removed: it checks the seats
+// without locking them, then writes. A slow moment between check and write
+// (here made certain with pg_sleep) is all a double sale needs.
+func naiveHold(ctx context.Context, db *pgxpool.Pool, event, user string, seats []int64) (int, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var free int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM seats WHERE event_id = $1 AND id = ANY($2) AND status = 'AVAILABLE'`,
+		event, seats).Scan(&free); err != nil {
+		return 0, err
+	}
+	if free != len(seats) {
+		return 409, nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_sleep(0.05)`); err != nil {
+		return 0, err
+	}
+	id := uuid.New().String()
+	if _, err := tx.Exec(ctx, `INSERT INTO reservations (id, event_id, user_id, status, expires_at, total, currency)
+		VALUES ($1, $2, $3, 'PENDING_PAYMENT', now() + interval '10 minutes', 0, 'EUR')`, id, event, user); err != nil {
+		return 0, err
+	}
+	for _, s := range seats {
+		if _, err := tx.Exec(ctx, `INSERT INTO reservation_items (reservation_id, seat_id, section_id, base_price, surge_bps, discount, price_at_lock, status)
+			VALUES ($1, $2, 'A', 0, 10000, 0, 0, 'HELD')`, id, s); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE seats SET status = 'HELD', reservation_id = $1 WHERE id = ANY($2)`, id, seats); err != nil {
+		return 0, err
+	}
+	return 201, tx.Commit(ctx)
+}
+
+// doubleOwned counts seats of event with more than one live item.
+func (b *bundle) doubleOwned(t *testing.T, event string) int {
+	n := 0
+	for _, c := range b.liveItems(t, event) {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// The race test can fail: with the unique index dropped in a scratch
+// database, the hold path without row locks sells a seat twice. The real
+// path, against the same weakened schema, still sells it once: the row
+// locks alone hold the line, and the index is a second one.
+func TestNegativeControlDoubleSaleWithoutDefences(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testenv.NewDatabase(t)
+	scratch, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(scratch.Close)
+	_, err = store.Migrate(ctx, scratch, store.Migrations(), testenv.Logger())
+	require.NoError(t, err)
+	_, err = scratch.Exec(ctx, `DROP INDEX one_live_owner_per_seat`)
+	require.NoError(t, err)
+	b := setupWith(t, scratch, testenv.Redis(t))
+
+	event, seats := b.event(t, "A:1x10@100")
+	cart := []int64{seats[0], seats[1]}
+	statuses := race(t, 30, func(i int) int {
+		s, err := naiveHold(ctx, scratch, event, fmt.Sprintf("naive%d", i), cart)
+		if err != nil {
+			return 500
+		}
+		return s
+	})
+	require.Greater(t, statuses[201], 1, "without locks and index several buyers win: %v", statuses)
+	require.Positive(t, b.doubleOwned(t, event), "a seat was sold twice: the invariant check detects it")
+
+	event2, seats2 := b.event(t, "A:1x10@100")
+	cart2 := []int64{seats2[0], seats2[1]}
+	statuses = race(t, 30, func(i int) int {
+		s, _, _ := b.hold(t, event2, fmt.Sprintf("real%d", i), "k", cart2, "")
+		return s
+	})
+	require.Equal(t, 1, statuses[201], "%v", statuses)
+	require.Zero(t, b.doubleOwned(t, event2))
+}

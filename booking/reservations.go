@@ -1,0 +1,186 @@
+package booking
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/presenced/presenced/internal/outbox"
+)
+
+// Reservation is a hold and its frozen prices, as the API shows it.
+type Reservation struct {
+	ID        string    `json:"id"`
+	Event     string    `json:"event"`
+	Status    string    `json:"status"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	Total     int64     `json:"total"`
+	Currency  string    `json:"currency"`
+	PromoCode string    `json:"promoCode,omitempty"`
+	Items     []Item    `json:"items"`
+}
+
+// Item is one seat of a reservation with its price frozen at hold time.
+type Item struct {
+	Seat      int64  `json:"seat"`
+	Section   string `json:"section"`
+	Row       int    `json:"row"`
+	Number    int    `json:"number"`
+	BasePrice int64  `json:"basePrice"`
+	SurgeBps  int64  `json:"surgeBps"`
+	Discount  int64  `json:"discount"`
+	Price     int64  `json:"price"`
+	Status    string `json:"status"`
+}
+
+// released is what a reservation that just ended leaves to clean up after
+// the commit: its seat hints and its buyer's admission lease.
+type released struct {
+	id    string
+	event string
+	user  string
+	seats []int64
+}
+
+// errNotPending says the reservation already ended (or is not due).
+var errNotPending = errors.New("reservation is not pending")
+
+const lockReservation = `
+SELECT event_id, user_id, status, expires_at <= clock_timestamp(), coalesce(promo_code, '')
+FROM reservations WHERE id = $1 FOR UPDATE`
+
+// endReservation moves a pending reservation to status (EXPIRED or
+// CANCELLED): seats back to AVAILABLE, items RELEASED, the promotion use
+// returned, one inventory event per section. Like every terminal transition
+// it locks the reservation row first, so an expiry, a cancel and a payment
+// can never both win. onlyIfExpired refuses reservations not yet due.
+func endReservation(ctx context.Context, tx pgx.Tx, id, status string, onlyIfExpired bool, user string) (*released, error) {
+	var r released
+	var current, promo string
+	var due bool
+	err := tx.QueryRow(ctx, lockReservation, id).Scan(&r.event, &r.user, &current, &due, &promo)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errNoReservation
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock reservation: %w", err)
+	}
+	if user != "" && r.user != user {
+		return nil, errNoReservation // not yours: indistinguishable from absent
+	}
+	if current != StatusPending || (onlyIfExpired && !due) {
+		return nil, fmt.Errorf("%w (%s)", errNotPending, current)
+	}
+	r.id = id
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE reservations SET status = $2, updated_at = clock_timestamp() WHERE id = $1`, id, status)
+	b.Queue(`UPDATE reservation_items SET status = 'RELEASED' WHERE reservation_id = $1 AND status = 'HELD'`, id)
+	b.Queue(`UPDATE seats SET status = 'AVAILABLE', reservation_id = NULL, version = version + 1
+	         WHERE reservation_id = $1 AND status = 'HELD' RETURNING id, section_id`, id)
+	if promo != "" {
+		b.Queue(`WITH gone AS (DELETE FROM promotion_uses WHERE reservation_id = $1 RETURNING event_id, code)
+		         UPDATE promotions p SET used = p.used - 1 FROM gone WHERE p.event_id = gone.event_id AND p.code = gone.code`, id)
+	}
+	res := tx.SendBatch(ctx, b)
+	defer res.Close()
+	for i := 0; i < 2; i++ {
+		if _, err := res.Exec(); err != nil {
+			return nil, fmt.Errorf("end reservation: %w", err)
+		}
+	}
+	rows, err := res.Query()
+	if err != nil {
+		return nil, fmt.Errorf("release seats: %w", err)
+	}
+	sections := map[string]bool{}
+	for rows.Next() {
+		var seat int64
+		var section string
+		if err := rows.Scan(&seat, &section); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("release seats: %w", err)
+		}
+		r.seats = append(r.seats, seat)
+		sections[section] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("release seats: %w", err)
+	}
+	if promo != "" {
+		if _, err := res.Exec(); err != nil {
+			return nil, fmt.Errorf("return promotion use: %w", err)
+		}
+	}
+	if err := res.Close(); err != nil {
+		return nil, fmt.Errorf("end reservation: %w", err)
+	}
+	for section := range sections {
+		if err := outbox.Add(ctx, tx, KindInventoryChanged, r.event, InventoryChanged{Event: r.event, Section: section}); err != nil {
+			return nil, err
+		}
+	}
+	return &r, nil
+}
+
+var errNoReservation = errors.New("no such reservation")
+
+// querier is a pool, a connection or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+const selectReservation = `
+SELECT r.id, r.event_id, r.user_id, r.status, r.expires_at, r.total, r.currency, coalesce(r.promo_code, ''),
+       i.seat_id, i.section_id, s.row_num, s.seat_num, i.base_price, i.surge_bps, i.discount, i.price_at_lock, i.status
+FROM reservations r
+JOIN reservation_items i ON i.reservation_id = r.id
+JOIN seats s ON s.id = i.seat_id
+WHERE r.id = $1
+ORDER BY i.seat_id`
+
+// loadReservation reads a reservation of user (errNoReservation otherwise).
+func loadReservation(ctx context.Context, q querier, id, user string) (*Reservation, error) {
+	rows, err := q.Query(ctx, selectReservation, id)
+	if err != nil {
+		return nil, fmt.Errorf("read reservation: %w", err)
+	}
+	defer rows.Close()
+	var res *Reservation
+	for rows.Next() {
+		var r Reservation
+		var owner string
+		var it Item
+		if err := rows.Scan(&r.ID, &r.Event, &owner, &r.Status, &r.ExpiresAt, &r.Total, &r.Currency, &r.PromoCode,
+			&it.Seat, &it.Section, &it.Row, &it.Number, &it.BasePrice, &it.SurgeBps, &it.Discount, &it.Price, &it.Status); err != nil {
+			return nil, fmt.Errorf("read reservation: %w", err)
+		}
+		if owner != user {
+			return nil, errNoReservation
+		}
+		if res == nil {
+			res = &r
+		}
+		res.Items = append(res.Items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read reservation: %w", err)
+	}
+	if res == nil {
+		return nil, errNoReservation
+	}
+	return res, nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain structs are encoded here
+	}
+	return b
+}

@@ -1,0 +1,296 @@
+package booking
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/web"
+)
+
+var (
+	//go:embed lua/fill_release.lua
+	fillReleaseLua string
+	fillRelease    = store.NewScript("booking_fill_release", fillReleaseLua)
+)
+
+// fillLeaseTTL bounds how long one reader may take to refill a snapshot
+// before another may try.
+const fillLeaseTTL = 5 * time.Second
+
+// SeatMap serves seat maps to the browse plane from short-lived Redis
+// snapshots, refilled by one reader at a time through a read-only login.
+type SeatMap struct {
+	ro   *pgxpool.Pool
+	rdb  redis.UniversalClient
+	keys keys
+	cfg  config.Booking
+	m    *Metrics
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	layouts map[string]*layout
+	sf      singleflight.Group
+}
+
+// SeatMapDeps are what SeatMap needs; ReadOnly should be a SELECT-only login.
+type SeatMapDeps struct {
+	ReadOnly *pgxpool.Pool
+	Redis    redis.UniversalClient
+	Keys     store.Keyspace
+	Config   config.Booking
+	Metrics  *Metrics
+	Log      *slog.Logger
+}
+
+// NewSeatMap builds the seat-map reader.
+func NewSeatMap(d SeatMapDeps) (*SeatMap, error) {
+	if d.ReadOnly == nil || d.Redis == nil || d.Metrics == nil || d.Log == nil {
+		return nil, errors.New("booking: seat map needs a read-only pool, redis, metrics and a logger")
+	}
+	return &SeatMap{ro: d.ReadOnly, rdb: d.Redis, keys: keys{ks: d.Keys}, cfg: d.Config, m: d.Metrics, log: d.Log,
+		layouts: map[string]*layout{}}, nil
+}
+
+// layout is an event's fixed seat layout; it never changes after creation,
+// so each process keeps it.
+type layout struct {
+	event    string
+	currency string
+	startsAt time.Time
+	sections []sectionInfo
+	seats    []seatInfo // in layout order
+}
+
+type sectionInfo struct {
+	ID        string
+	Name      string
+	BasePrice int64
+	first     int // layout index of the section's first seat
+	count     int
+}
+
+type seatInfo struct {
+	id        int64
+	section   int // index into sections
+	row, num  int
+	basePrice int64
+}
+
+var errUnknownEvent = web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+
+// layoutOf returns the event's layout, loading it once per process.
+func (s *SeatMap) layoutOf(ctx context.Context, event string) (*layout, error) {
+	if !ValidEventID(event) {
+		return nil, errUnknownEvent
+	}
+	s.mu.Lock()
+	l := s.layouts[event]
+	s.mu.Unlock()
+	if l != nil {
+		return l, nil
+	}
+	v, err, _ := s.sf.Do("layout:"+event, func() (any, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return s.loadLayout(lctx, event)
+	})
+	if err != nil {
+		return nil, err
+	}
+	l = v.(*layout)
+	s.mu.Lock()
+	s.layouts[event] = l
+	s.mu.Unlock()
+	return l, nil
+}
+
+func (s *SeatMap) loadLayout(ctx context.Context, event string) (*layout, error) {
+	l := &layout{event: event}
+	err := s.ro.QueryRow(ctx, `SELECT currency, starts_at FROM events WHERE id = $1`, event).Scan(&l.currency, &l.startsAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errUnknownEvent
+	}
+	if err != nil {
+		return nil, storeError("read event", err)
+	}
+	rows, err := s.ro.Query(ctx, `SELECT id, name, base_price, seat_count FROM sections WHERE event_id = $1 ORDER BY position`, event)
+	if err != nil {
+		return nil, storeError("read sections", err)
+	}
+	index := map[string]int{}
+	first := 0
+	for rows.Next() {
+		var sec sectionInfo
+		if err := rows.Scan(&sec.ID, &sec.Name, &sec.BasePrice, &sec.count); err != nil {
+			rows.Close()
+			return nil, storeError("read sections", err)
+		}
+		sec.first = first
+		first += sec.count
+		index[sec.ID] = len(l.sections)
+		l.sections = append(l.sections, sec)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, storeError("read sections", err)
+	}
+	rows, err = s.ro.Query(ctx, `SELECT id, section_id, row_num, seat_num, base_price FROM seats WHERE event_id = $1 ORDER BY layout_order`, event)
+	if err != nil {
+		return nil, storeError("read seats", err)
+	}
+	defer rows.Close()
+	l.seats = make([]seatInfo, 0, first)
+	for rows.Next() {
+		var seat seatInfo
+		var section string
+		if err := rows.Scan(&seat.id, &section, &seat.row, &seat.num, &seat.basePrice); err != nil {
+			return nil, storeError("read seats", err)
+		}
+		seat.section = index[section]
+		l.seats = append(l.seats, seat)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, storeError("read seats", err)
+	}
+	if len(l.seats) != first {
+		return nil, fmt.Errorf("event %s: %d seats but sections count %d", event, len(l.seats), first)
+	}
+	return l, nil
+}
+
+// states returns the packed states of every seat of the event (the bitmap),
+// from the Redis snapshot when there is one. On a miss one reader takes the
+// fill lease and queries; the others wait for its result. With Redis down,
+// readers query directly, collapsed per event in this process.
+func (s *SeatMap) states(ctx context.Context, l *layout) ([]byte, error) {
+	key := s.keys.snapshot(l.event, allScope)
+	b, err := s.rdb.Get(ctx, key).Bytes()
+	switch {
+	case err == nil:
+		s.m.cache.WithLabelValues("hit").Inc()
+		return b, nil
+	case !errors.Is(err, redis.Nil):
+		return s.direct(ctx, l)
+	}
+	token := store.NewToken()
+	fill := s.keys.fillLease(l.event, allScope)
+	won, err := s.rdb.SetNX(ctx, fill, token, fillLeaseTTL).Result()
+	if err != nil {
+		return s.direct(ctx, l) // Redis just failed
+	}
+	if won {
+		defer func() {
+			_ = fillRelease.Run(context.WithoutCancel(ctx), s.rdb, []string{fill}, token).Err()
+		}()
+		// The previous holder may have filled it between our miss and our
+		// lease: look again before querying.
+		if b, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
+			s.m.cache.WithLabelValues("waited").Inc()
+			return b, nil
+		}
+		b, err := s.queryStates(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.rdb.Set(ctx, key, b, s.cfg.SeatMapTTL).Err(); err != nil {
+			s.log.Debug("store seat-map snapshot", "err", err)
+		}
+		s.m.cache.WithLabelValues("filled").Inc()
+		return b, nil
+	}
+	s.m.fillContention.Inc()
+	deadline := time.Now().Add(s.cfg.SeatMapFillWait)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if b, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
+			s.m.cache.WithLabelValues("waited").Inc()
+			return b, nil
+		}
+	}
+	return nil, web.Unavailable(time.Second, "the seat map is being refreshed; retry")
+}
+
+// direct reads states from PostgreSQL without the snapshot (Redis is
+// down); concurrent readers of one event in this process share one query,
+// and the small read-only pool bounds the rest.
+func (s *SeatMap) direct(ctx context.Context, l *layout) ([]byte, error) {
+	s.m.cache.WithLabelValues("direct").Inc()
+	v, err, _ := s.sf.Do("states:"+l.event, func() (any, error) {
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return s.queryStates(qctx, l)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]byte), nil
+}
+
+func (s *SeatMap) queryStates(ctx context.Context, l *layout) ([]byte, error) {
+	rows, err := s.ro.Query(ctx, `SELECT status FROM seats WHERE event_id = $1 ORDER BY layout_order`, l.event)
+	if err != nil {
+		return nil, storeError("read seat states", err)
+	}
+	defer rows.Close()
+	packed := make([]byte, (len(l.seats)+3)/4)
+	i := 0
+	for rows.Next() {
+		var status string
+		if err := rows.Scan(&status); err != nil {
+			return nil, storeError("read seat states", err)
+		}
+		if i < len(l.seats) {
+			packed[i/4] |= stateCode[status] << uint(6-2*(i%4))
+		}
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, storeError("read seat states", err)
+	}
+	if i != len(l.seats) {
+		return nil, fmt.Errorf("event %s: layout has %d seats, states %d", l.event, len(l.seats), i)
+	}
+	return packed, nil
+}
+
+// Two bits a seat, four seats a byte, most significant pair first.
+var (
+	stateCode = map[string]byte{SeatAvailable: 0, SeatHeld: 1, SeatSold: 2, SeatBlocked: 3}
+	stateName = [4]string{SeatAvailable, SeatHeld, SeatSold, SeatBlocked}
+)
+
+func stateAt(packed []byte, i int) byte { return packed[i/4] >> uint(6-2*(i%4)) & 3 }
+
+// repack copies n states starting at index from into a fresh bitmap that
+// starts at bit zero.
+func repack(packed []byte, from, n int) []byte {
+	out := make([]byte, (n+3)/4)
+	if from%4 == 0 {
+		copy(out, packed[from/4:])
+		if n%4 != 0 { // clear the bits of the seats after the range
+			out[len(out)-1] &= 0xff << uint(8-2*(n%4))
+		}
+		return out
+	}
+	for i := 0; i < n; i++ {
+		out[i/4] |= stateAt(packed, from+i) << uint(6-2*(i%4))
+	}
+	return out
+}

@@ -1,0 +1,117 @@
+package booking
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/presenced/presenced/web"
+)
+
+// SeatMapView is the JSON seat map.
+type SeatMapView struct {
+	Event     string        `json:"event"`
+	Currency  string        `json:"currency"`
+	SeatCount int           `json:"seatCount"`
+	Order     string        `json:"order"`
+	Sections  []SectionView `json:"sections"`
+	Seats     []SeatView    `json:"seats"`
+}
+
+// SectionView summarises a section with its current price multiplier
+// (advisory: the hold freezes the price that counts).
+type SectionView struct {
+	ID            string `json:"id"`
+	Name          string `json:"name"`
+	BasePrice     int64  `json:"basePrice"`
+	MultiplierBps int64  `json:"multiplierBps"`
+	SeatCount     int    `json:"seatCount"`
+	Available     int    `json:"available"`
+}
+
+// SeatView is one seat.
+type SeatView struct {
+	ID        int64  `json:"id"`
+	Section   string `json:"section"`
+	Row       int    `json:"row"`
+	Number    int    `json:"number"`
+	Status    string `json:"status"`
+	BasePrice int64  `json:"basePrice"`
+}
+
+// seatOrder documents the fixed order of seats in maps and bitmaps.
+const seatOrder = "section,row,number"
+
+// RoutesSeats mounts GET /v1/events/:event/seats. Seat maps are public:
+// they show availability, never who holds what.
+func (s *SeatMap) RoutesSeats(g *echo.Group) {
+	g.GET("/v1/events/:event/seats", s.getSeats)
+}
+
+func (s *SeatMap) getSeats(c echo.Context) error {
+	ctx := c.Request().Context()
+	l, err := s.layoutOf(ctx, c.Param("event"))
+	if err != nil {
+		return err
+	}
+	from, n := 0, len(l.seats)
+	if sec := c.QueryParam("section"); sec != "" {
+		i := l.sectionIndex(sec)
+		if i < 0 {
+			return web.Errorf(http.StatusNotFound, "section_not_found", "no section %q in this event", sec)
+		}
+		from, n = l.sections[i].first, l.sections[i].count
+	}
+	packed, err := s.states(ctx, l)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=1")
+	if c.QueryParam("format") == "bitmap" || strings.Contains(c.Request().Header.Get(echo.HeaderAccept), echo.MIMEOctetStream) {
+		h := c.Response().Header()
+		h.Set("X-Seat-Count", strconv.Itoa(n))
+		h.Set("X-Seat-First", strconv.Itoa(from))
+		h.Set("X-Seat-Order", seatOrder)
+		h.Set("X-Seat-States", "0=AVAILABLE,1=HELD,2=SOLD,3=BLOCKED")
+		return c.Blob(http.StatusOK, echo.MIMEOctetStream, repack(packed, from, n))
+	}
+	return c.JSON(http.StatusOK, l.view(packed, from, n, time.Now()))
+}
+
+func (l *layout) sectionIndex(id string) int {
+	for i, sec := range l.sections {
+		if sec.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (l *layout) view(packed []byte, from, n int, now time.Time) SeatMapView {
+	v := SeatMapView{Event: l.event, Currency: l.currency, SeatCount: n, Order: seatOrder}
+	for _, sec := range l.sections {
+		occupied, available := 0, 0
+		for i := sec.first; i < sec.first+sec.count; i++ {
+			switch stateAt(packed, i) {
+			case 0:
+				available++
+			case 1, 2:
+				occupied++
+			}
+		}
+		v.Sections = append(v.Sections, SectionView{
+			ID: sec.ID, Name: sec.Name, BasePrice: sec.BasePrice, SeatCount: sec.count, Available: available,
+			MultiplierBps: Multiplier(int64(occupied), int64(sec.count), l.startsAt.Sub(now)),
+		})
+	}
+	v.Seats = make([]SeatView, n)
+	for i := 0; i < n; i++ {
+		seat := l.seats[from+i]
+		v.Seats[i] = SeatView{ID: seat.id, Section: l.sections[seat.section].ID, Row: seat.row, Number: seat.num,
+			Status: stateName[stateAt(packed, from+i)], BasePrice: seat.basePrice}
+	}
+	return v
+}

@@ -1,0 +1,196 @@
+package booking
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/web"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// admissionDesk stands in for the waiting room behind the Admission
+// interface: passes are "pass|event|user", leases live in a map. The real
+// verifier is tested in the waiting room and wired in by app.
+type admissionDesk struct {
+	mu     sync.Mutex
+	leases map[string]time.Time
+	down   atomic.Bool
+}
+
+func newDesk() *admissionDesk { return &admissionDesk{leases: map[string]time.Time{}} }
+
+func (d *admissionDesk) admit(event, user string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.leases[event+"|"+user] = time.Now().Add(5 * time.Minute)
+	return "pass|" + event + "|" + user
+}
+
+func (d *admissionDesk) live(event, user string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	exp, ok := d.leases[event+"|"+user]
+	return ok && time.Now().Before(exp)
+}
+
+func (d *admissionDesk) Verify(_ context.Context, pass, event, user string) error {
+	if d.down.Load() {
+		return ErrAdmissionUnavailable
+	}
+	if pass != "pass|"+event+"|"+user || !d.live(event, user) {
+		return ErrNotAdmitted
+	}
+	return nil
+}
+
+func (d *admissionDesk) Extend(_ context.Context, event, user string, by time.Duration) error {
+	if d.down.Load() {
+		return ErrAdmissionUnavailable
+	}
+	if !d.live(event, user) {
+		return ErrNotAdmitted
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.leases[event+"|"+user] = time.Now().Add(by)
+	return nil
+}
+
+func (d *admissionDesk) Release(_ context.Context, event, user string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.leases, event+"|"+user)
+	return nil
+}
+
+type bundle struct {
+	run    string // makes user ids unique to this bundle (tests share a database)
+	db     *pgxpool.Pool
+	rdb    redis.UniversalClient
+	ks     store.Keyspace
+	desk   *admissionDesk
+	holds  *Holds
+	expiry *Expirer
+	m      *Metrics
+	cfg    config.Booking
+}
+
+var eventSeq atomic.Int64
+
+func setup(t testing.TB, mutate ...func(*config.Booking)) *bundle {
+	t.Helper()
+	return setupWith(t, testenv.Postgres(t), testenv.Redis(t), mutate...)
+}
+
+func setupWith(t testing.TB, db *pgxpool.Pool, rdb redis.UniversalClient, mutate ...func(*config.Booking)) *bundle {
+	t.Helper()
+	cfg := config.Default().Booking
+	cfg.HoldsPerMinute = 1000
+	for _, f := range mutate {
+		f(&cfg)
+	}
+	m, err := NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	b := &bundle{run: fmt.Sprintf("r%d-", eventSeq.Add(1)), db: db, rdb: rdb, ks: store.NewKeyspace(testenv.Prefix(t)), desk: newDesk(), m: m, cfg: cfg}
+	deps := HoldsDeps{DB: db, Redis: rdb, Keys: b.ks, Admission: b.desk, Config: cfg, Metrics: m, Log: testenv.Logger()}
+	b.holds, err = NewHolds(deps)
+	require.NoError(t, err)
+	b.expiry, err = NewExpirer(deps)
+	require.NoError(t, err)
+	return b
+}
+
+// event creates a fresh event and returns its id and seat ids in layout order.
+func (b *bundle) event(t testing.TB, sections string, mutate ...func(*EventSpec)) (string, []int64) {
+	t.Helper()
+	secs, err := ParseSections(sections)
+	require.NoError(t, err)
+	spec := EventSpec{
+		ID: fmt.Sprintf("ev%d-%d", time.Now().UnixNano()%1e9, eventSeq.Add(1)), Currency: "EUR",
+		StartsAt: time.Now().Add(60 * 24 * time.Hour), Sections: secs,
+	}
+	for _, f := range mutate {
+		f(&spec)
+	}
+	_, err = CreateEvent(context.Background(), b.db, spec)
+	require.NoError(t, err)
+	rows, err := b.db.Query(context.Background(), `SELECT id FROM seats WHERE event_id = $1 ORDER BY layout_order`, spec.ID)
+	require.NoError(t, err)
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	return spec.ID, ids
+}
+
+// hold admits user and holds seats; it returns the HTTP-like status and the
+// decoded reservation on success.
+func (b *bundle) hold(t *testing.T, event, user, key string, seats []int64, promo string) (int, *Reservation, error) {
+	t.Helper()
+	user = b.uid(user)
+	pass := b.desk.admit(event, user)
+	res, err := b.holds.Hold(context.Background(), HoldInput{User: user, Event: event, Pass: pass, Key: key, Seats: seats, PromoCode: promo})
+	if err != nil {
+		if e, ok := err.(*web.Error); ok {
+			return e.Status, nil, err
+		}
+		return http.StatusInternalServerError, nil, err
+	}
+	var r Reservation
+	require.NoError(t, json.Unmarshal(res.Body, &r))
+	return res.Status, &r, nil
+}
+
+// uid is the user id a test's short name stands for.
+func (b *bundle) uid(name string) string { return b.run + name }
+
+// liveItems counts live reservation items per seat of an event.
+func (b *bundle) liveItems(t *testing.T, event string) map[int64]int {
+	t.Helper()
+	rows, err := b.db.Query(context.Background(), `
+SELECT i.seat_id, count(*) FROM reservation_items i JOIN reservations r ON r.id = i.reservation_id
+WHERE r.event_id = $1 AND i.status IN ('HELD', 'SOLD', 'CHECKED_IN') GROUP BY i.seat_id`, event)
+	require.NoError(t, err)
+	out := map[int64]int{}
+	for rows.Next() {
+		var seat int64
+		var n int
+		require.NoError(t, rows.Scan(&seat, &n))
+		out[seat] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// requireNoDoubleOwnership is the invariant: no seat has two live items,
+// and every HELD/SOLD seat names the reservation whose live item it has.
+func (b *bundle) requireNoDoubleOwnership(t *testing.T, event string) {
+	t.Helper()
+	for seat, n := range b.liveItems(t, event) {
+		require.Equalf(t, 1, n, "seat %d has %d live owners", seat, n)
+	}
+	var mismatched int
+	require.NoError(t, b.db.QueryRow(context.Background(), `
+SELECT count(*) FROM seats s
+LEFT JOIN reservation_items i ON i.seat_id = s.id AND i.status IN ('HELD', 'SOLD') AND i.reservation_id = s.reservation_id
+WHERE s.event_id = $1 AND s.status IN ('HELD', 'SOLD') AND i.id IS NULL`, event).Scan(&mismatched))
+	require.Zero(t, mismatched, "a taken seat without its live item")
+}

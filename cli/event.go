@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/presenced/presenced/app"
+	"github.com/presenced/presenced/booking"
+	"github.com/presenced/presenced/store"
+)
+
+// EventCmd is `presenced event create`.
+func EventCmd(flags *commonFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "event", Short: "Manage on-sale events"}
+	var (
+		spec                            booking.EventSpec
+		sections, starts, opens, closes string
+	)
+	create := &cobra.Command{
+		Use:   "create --id ID --sections A:20x30@4500,B:40x50@3000 --starts-at 2027-06-01T20:00:00Z",
+		Short: "Create an event with its sections and seats (prices in minor units)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if spec.Sections, err = booking.ParseSections(sections); err != nil {
+				return err
+			}
+			if spec.StartsAt, err = parseTime("--starts-at", starts); err != nil {
+				return err
+			}
+			if opens != "" {
+				if spec.SaleOpensAt, err = parseTime("--opens-at", opens); err != nil {
+					return err
+				}
+			}
+			if closes != "" {
+				t, err := parseTime("--closes-at", closes)
+				if err != nil {
+					return err
+				}
+				spec.SaleClosesAt = &t
+			}
+			return withMainPool(cmd, flags, func(a *app.App) error {
+				pool, err := a.Postgres(cmd.Context(), store.PoolMain)
+				if err != nil {
+					return err
+				}
+				sum, err := booking.CreateEvent(cmd.Context(), pool, spec)
+				if err != nil {
+					return err
+				}
+				out, _ := json.Marshal(sum)
+				printf(cmd, "%s\n", out)
+				return nil
+			})
+		},
+	}
+	f := create.Flags()
+	f.StringVar(&spec.ID, "id", "", "event id (letters, digits, '.', '_', '-')")
+	f.StringVar(&spec.Name, "name", "", "display name (default: the id)")
+	f.StringVar(&spec.Currency, "currency", "EUR", "ISO 4217 currency of the prices")
+	f.StringVar(&sections, "sections", "", "sections as ID:ROWSxSEATS@PRICE, comma separated")
+	f.StringVar(&starts, "starts-at", "", "when the event starts (RFC 3339)")
+	f.StringVar(&opens, "opens-at", "", "when the sale opens (RFC 3339; default now)")
+	f.StringVar(&closes, "closes-at", "", "when the sale closes (RFC 3339; default never)")
+	f.IntVar(&spec.HoldMinutes, "hold-minutes", 10, "how long a hold lasts")
+	cmd.AddCommand(create)
+	return cmd
+}
+
+func parseTime(flag, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, fmt.Errorf("%s is required", flag)
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: want RFC 3339 (2027-06-01T20:00:00Z): %w", flag, err)
+	}
+	return t, nil
+}
+
+// withMainPool runs f with an app whose stores are the configured ones (or
+// the development ones), migrated, and shuts it down afterwards.
+func withMainPool(cmd *cobra.Command, flags *commonFlags, f func(a *app.App) error) error {
+	cfg, err := flags.load(cmd)
+	if err != nil {
+		return err
+	}
+	cfg.Postgres.MigrateOnStart = true
+	a, err := app.New(cfg, newLogger(cfg.Log))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = a.Shutdown() }()
+	return f(a)
+}
+
+// DemoCmd is `presenced demo`: seed a realistic venue to play with.
+func DemoCmd(flags *commonFlags) *cobra.Command {
+	var id string
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Seed a demo on-sale event (a 50,000-seat arena with a promotion code)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withMainPool(cmd, flags, func(a *app.App) error {
+				pool, err := a.Postgres(cmd.Context(), store.PoolMain)
+				if err != nil {
+					return err
+				}
+				spec := demoArena(id)
+				sum, err := booking.CreateEvent(cmd.Context(), pool, spec)
+				if errors.Is(err, booking.ErrEventExists) {
+					printf(cmd, "event %s already exists\n", id)
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				if err := booking.CreatePromotion(cmd.Context(), pool, id, booking.PromotionSpec{
+					Code: "EARLYBIRD", DiscountBps: 2000, MaxUses: 500,
+				}); err != nil {
+					return err
+				}
+				printf(cmd, "event %s: %d seats in %d sections, promotion EARLYBIRD (20%% off, 500 uses)\n", sum.ID, sum.Seats, sum.Sections)
+				printf(cmd, "seat map: GET /v1/events/%s/seats  live: GET /v1/events/%s/live\n", id, id)
+				printf(cmd, "hotels for viewers (ids need no registration): %s\n", strings.Join(demoHotels(), " "))
+				printf(cmd, "  POST /v1/viewers/<hotel>/heartbeat  GET /v1/viewers/<hotel>/count  GET /v1/viewers/<hotel>/stream\n")
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&id, "event", "demo-arena", "id of the demo event")
+	return cmd
+}
+
+// demoHotels are hotel ids for trying the viewers endpoints.
+func demoHotels() []string {
+	cities := []string{"lisbon", "paris", "rome", "berlin", "vienna", "prague", "madrid", "oslo"}
+	var out []string
+	for i, c := range cities {
+		out = append(out, fmt.Sprintf("%s-%03d", c, 100+i*7))
+	}
+	return out
+}
+
+// demoArena is ten sections of 50 rows × 100 seats: 50,000 seats, priced
+// from the floor to the back.
+func demoArena(id string) booking.EventSpec {
+	prices := []int64{18000, 15000, 12000, 12000, 9500, 9500, 7000, 7000, 4500, 4500}
+	var secs []booking.SectionSpec
+	for i, p := range prices {
+		name := string(rune('A' + i))
+		secs = append(secs, booking.SectionSpec{ID: name, Name: "Section " + name, Rows: 50, SeatsPerRow: 100, BasePrice: p})
+	}
+	return booking.EventSpec{
+		ID: id, Name: "Demo Arena Night", Currency: "EUR",
+		StartsAt:    time.Now().Add(30 * 24 * time.Hour).UTC().Truncate(time.Hour),
+		SaleOpensAt: time.Now().UTC().Truncate(time.Second),
+		HoldMinutes: 10, Sections: secs,
+	}
+}

@@ -1,0 +1,78 @@
+package config
+
+import "time"
+
+// Booking configures holds, expiry and the seat map.
+type Booking struct {
+	// Holds a user may attempt per minute (429 beyond).
+	HoldsPerMinute int `yaml:"holds_per_minute"`
+	// Seats one hold may take.
+	MaxSeatsPerHold int `yaml:"max_seats_per_hold"`
+	// Bounds on every hold transaction: a blocked lock or a slow statement
+	// fails fast as a retryable 503 instead of piling up.
+	LockTimeout      time.Duration `yaml:"lock_timeout"`
+	StatementTimeout time.Duration `yaml:"statement_timeout"`
+	// The expiry worker's period and batch.
+	ExpiryInterval time.Duration `yaml:"expiry_interval"`
+	ExpiryBatch    int           `yaml:"expiry_batch"`
+	// Stored idempotent responses are kept this long.
+	IdempotencyTTL time.Duration `yaml:"idempotency_ttl"`
+	// Seat-map snapshots live this long in Redis.
+	SeatMapTTL time.Duration `yaml:"seat_map_ttl"`
+	// A reader that finds another filling the snapshot waits this long for it.
+	SeatMapFillWait time.Duration `yaml:"seat_map_fill_wait"`
+	// Messages queued per live seat-map viewer before it is dropped.
+	LiveQueue int `yaml:"live_queue"`
+}
+
+// Outbox configures the outbox relay.
+type Outbox struct {
+	PollInterval time.Duration `yaml:"poll_interval"`
+	Batch        int           `yaml:"batch"`
+	// Approximate length the event stream is trimmed to.
+	StreamMaxLen int64 `yaml:"stream_max_len"`
+	// Published rows are deleted after this long.
+	Retention time.Duration `yaml:"retention"`
+}
+
+func defaultBooking() Booking {
+	return Booking{
+		HoldsPerMinute:   30,
+		MaxSeatsPerHold:  6,
+		LockTimeout:      2 * time.Second,
+		StatementTimeout: 5 * time.Second,
+		ExpiryInterval:   time.Second,
+		ExpiryBatch:      100,
+		IdempotencyTTL:   24 * time.Hour,
+		SeatMapTTL:       2 * time.Second,
+		SeatMapFillWait:  500 * time.Millisecond,
+		LiveQueue:        8,
+	}
+}
+
+func defaultOutbox() Outbox {
+	return Outbox{PollInterval: 100 * time.Millisecond, Batch: 200, StreamMaxLen: 100_000, Retention: 24 * time.Hour}
+}
+
+func (c *Config) validateBooking(bad func(key, format string, args ...any)) {
+	b := c.Booking
+	if b.HoldsPerMinute <= 0 {
+		bad("booking.holds_per_minute", "must be positive")
+	}
+	if b.MaxSeatsPerHold < 1 || b.MaxSeatsPerHold > 50 {
+		bad("booking.max_seats_per_hold", "must be between 1 and 50")
+	}
+	for key, d := range map[string]time.Duration{
+		"booking.lock_timeout": b.LockTimeout, "booking.statement_timeout": b.StatementTimeout,
+		"booking.expiry_interval": b.ExpiryInterval, "booking.idempotency_ttl": b.IdempotencyTTL,
+		"booking.seat_map_ttl": b.SeatMapTTL, "booking.seat_map_fill_wait": b.SeatMapFillWait,
+		"outbox.poll_interval": c.Outbox.PollInterval, "outbox.retention": c.Outbox.Retention,
+	} {
+		if d <= 0 {
+			bad(key, "must be a positive duration")
+		}
+	}
+	if b.ExpiryBatch <= 0 || b.LiveQueue <= 0 || c.Outbox.Batch <= 0 || c.Outbox.StreamMaxLen <= 0 {
+		bad("booking", "expiry_batch, live_queue, outbox.batch and outbox.stream_max_len must be positive")
+	}
+}

@@ -1,0 +1,119 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/store"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func relayFor(t *testing.T, stream string) *Relay {
+	t.Helper()
+	r, err := NewRelay(RelayConfig{
+		Pool: testenv.Postgres(t), Redis: testenv.Redis(t), Stream: stream, StreamMaxLen: 10_000,
+		Batch: 50, PollInterval: 5 * time.Millisecond, Retention: time.Hour,
+		Registerer: prometheus.NewRegistry(), Log: testenv.Logger(),
+	})
+	require.NoError(t, err)
+	return r
+}
+
+// Several relays run at once; the advisory lock lets one publish at a time,
+// so every committed event reaches the stream once and in commit order of
+// ids, and rolled-back events never do.
+func TestRelaysPublishEachCommittedEventOnce(t *testing.T) {
+	pool := testenv.Postgres(t)
+	ctx := context.Background()
+	agg := testenv.Prefix(t)
+	stream := store.NewKeyspace(agg).Global("outbox").Key("events")
+	var effects sync.Map
+	var dup atomic.Int64
+	relays := []*Relay{relayFor(t, stream), relayFor(t, stream), relayFor(t, stream)}
+	for _, r := range relays {
+		r.Handle("test.happened", func(_ context.Context, e Event) error {
+			if _, loaded := effects.LoadOrStore(e.ID, true); loaded {
+				dup.Add(1)
+			}
+			return nil
+		})
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, r := range relays {
+		wg.Add(1)
+		go func(r *Relay) { defer wg.Done(); _ = r.Run(rctx) }(r)
+	}
+	const n = 200
+	for i := 0; i < n; i++ {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, Add(ctx, tx, "test.happened", agg, map[string]int{"i": i}))
+		if i%10 == 9 {
+			require.NoError(t, tx.Rollback(ctx)) // never published
+			continue
+		}
+		require.NoError(t, tx.Commit(ctx))
+	}
+	rdb := testenv.Redis(t)
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		l, _ := rdb.XLen(ctx, stream).Result()
+		return l >= n-n/10
+	}, "all committed events published")
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	entries, err := rdb.XRange(ctx, stream, "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, entries, n-n/10)
+	require.Zero(t, dup.Load(), "one relay at a time: no event handled twice")
+	prev := ""
+	for _, e := range entries {
+		require.Equal(t, agg, e.Values["aggregate"])
+		id := e.Values["id"].(string)
+		require.True(t, prev == "" || len(id) > len(prev) || (len(id) == len(prev) && id > prev), "in id order")
+		prev = id
+	}
+}
+
+// A failing derived effect stops the relay at that event; it is retried
+// and published once the effect succeeds.
+func TestFailingEffectStopsAndRetries(t *testing.T) {
+	pool := testenv.Postgres(t)
+	ctx := context.Background()
+	agg := testenv.Prefix(t)
+	stream := store.NewKeyspace(agg).Global("outbox").Key("events")
+	r := relayFor(t, stream)
+	var fail atomic.Bool
+	fail.Store(true)
+	r.Handle("test.fragile", func(context.Context, Event) error {
+		if fail.Load() {
+			return errors.New("cache down")
+		}
+		return nil
+	})
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, Add(ctx, tx, "test.fragile", agg, map[string]string{}))
+	require.NoError(t, tx.Commit(ctx))
+	_, err = r.RelayOnce(ctx)
+	require.ErrorContains(t, err, "cache down")
+	var left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL AND aggregate_id = $1`, agg).Scan(&left))
+	require.Equal(t, 1, left, "the failing event stays unpublished")
+	fail.Store(false)
+	_, err = r.RelayOnce(ctx)
+	require.NoError(t, err)
+	var published bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT published_at IS NOT NULL FROM outbox WHERE aggregate_id = $1`, agg).Scan(&published))
+	require.True(t, published)
+}

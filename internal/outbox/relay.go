@@ -1,0 +1,246 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/store"
+)
+
+// Handler applies a derived effect of an event before it is published, such
+// as deleting a cached seat map. It runs at least once per event and must be
+// idempotent; an error stops the relay at that event until it succeeds.
+type Handler func(ctx context.Context, e Event) error
+
+// RelayConfig configures a Relay.
+type RelayConfig struct {
+	Pool         *pgxpool.Pool
+	Redis        redis.UniversalClient
+	Stream       string // Redis stream the events are appended to
+	StreamMaxLen int64
+	Batch        int
+	PollInterval time.Duration
+	Retention    time.Duration // published rows older than this are deleted
+	Registerer   prometheus.Registerer
+	Log          *slog.Logger
+}
+
+// Relay publishes committed outbox rows. Several processes may run it: one
+// at a time holds the relay's advisory lock, the others wait their turn.
+type Relay struct {
+	cfg      RelayConfig
+	mu       sync.Mutex
+	handlers map[string][]Handler
+	m        *relayMetrics
+}
+
+// NewRelay checks cfg and registers the relay's metrics.
+func NewRelay(cfg RelayConfig) (*Relay, error) {
+	if cfg.Pool == nil || cfg.Redis == nil || cfg.Stream == "" {
+		return nil, errors.New("outbox: relay needs a pool, a redis client and a stream")
+	}
+	if cfg.Batch <= 0 || cfg.PollInterval <= 0 || cfg.StreamMaxLen <= 0 || cfg.Retention <= 0 {
+		return nil, errors.New("outbox: batch, poll interval, stream length and retention must be positive")
+	}
+	m, err := newRelayMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	return &Relay{cfg: cfg, handlers: map[string][]Handler{}, m: m}, nil
+}
+
+// Handle registers a derived effect for events of kind.
+func (r *Relay) Handle(kind string, h Handler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handlers[kind] = append(r.handlers[kind], h)
+}
+
+const lockName = "outbox.relay"
+
+// Run relays until ctx ends. While another process holds the relay lock it
+// only retries taking it.
+func (r *Relay) Run(ctx context.Context) error {
+	tick := time.NewTicker(r.cfg.PollInterval)
+	defer tick.Stop()
+	var lock *store.AdvisoryLock
+	defer func() {
+		if lock != nil {
+			lock.Release()
+		}
+		r.m.leader.Set(0)
+	}()
+	lastCleanup := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if lock != nil && !lock.Alive(ctx) {
+			lock.Release()
+			lock = nil
+			r.m.leader.Set(0)
+		}
+		if lock == nil {
+			l, err := store.TryAdvisoryLock(ctx, r.cfg.Pool, lockName)
+			if err != nil {
+				r.cfg.Log.Warn("outbox relay: take lock", "err", err)
+				continue
+			}
+			if l == nil {
+				continue // another process relays
+			}
+			lock = l
+			r.m.leader.Set(1)
+		}
+		for {
+			n, err := r.RelayOnce(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.m.errors.Inc()
+					r.cfg.Log.Warn("outbox relay", "err", err)
+				}
+				break
+			}
+			if n < r.cfg.Batch {
+				break
+			}
+		}
+		r.observeLag(ctx)
+		if time.Since(lastCleanup) > time.Minute {
+			lastCleanup = time.Now()
+			if err := r.cleanup(ctx); err != nil && ctx.Err() == nil {
+				r.cfg.Log.Warn("outbox cleanup", "err", err)
+			}
+		}
+	}
+}
+
+const selectUnpublished = `
+SELECT id, kind, aggregate_id, payload, created_at
+FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT $1`
+
+// RelayOnce publishes up to one batch and returns how many it published.
+// Callers must make sure only one relay runs at a time (Run holds the
+// advisory lock); tests call it directly.
+func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
+	rows, err := r.cfg.Pool.Query(ctx, selectUnpublished, r.cfg.Batch)
+	if err != nil {
+		return 0, fmt.Errorf("read outbox: %w", err)
+	}
+	var batch []Event
+	for rows.Next() {
+		var e Event
+		if err := rows.Scan(&e.ID, &e.Kind, &e.AggregateID, &e.Payload, &e.CreatedAt); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("read outbox: %w", err)
+		}
+		batch = append(batch, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("read outbox: %w", err)
+	}
+	for i, e := range batch {
+		if err := r.publish(ctx, e); err != nil {
+			return i, fmt.Errorf("event %d (%s): %w", e.ID, e.Kind, err)
+		}
+		if _, err := r.cfg.Pool.Exec(ctx, "UPDATE outbox SET published_at = clock_timestamp() WHERE id = $1", e.ID); err != nil {
+			// Published but not marked: it goes out again, which
+			// idempotent consumers absorb.
+			return i, fmt.Errorf("mark event %d published: %w", e.ID, err)
+		}
+		r.m.published.WithLabelValues(e.Kind).Inc()
+	}
+	return len(batch), nil
+}
+
+func (r *Relay) publish(ctx context.Context, e Event) error {
+	r.mu.Lock()
+	hs := r.handlers[e.Kind]
+	r.mu.Unlock()
+	for _, h := range hs {
+		if err := h(ctx, e); err != nil {
+			return fmt.Errorf("derived effect: %w", err)
+		}
+	}
+	return r.cfg.Redis.XAdd(ctx, &redis.XAddArgs{
+		Stream: r.cfg.Stream,
+		MaxLen: r.cfg.StreamMaxLen,
+		Approx: true,
+		Values: map[string]any{
+			"id":        strconv.FormatInt(e.ID, 10),
+			"kind":      e.Kind,
+			"aggregate": e.AggregateID,
+			"payload":   string(e.Payload),
+			"createdAt": e.CreatedAt.UTC().Format(time.RFC3339Nano),
+		},
+	}).Err()
+}
+
+func (r *Relay) observeLag(ctx context.Context) {
+	var oldest *time.Time
+	if err := r.cfg.Pool.QueryRow(ctx, "SELECT min(created_at) FROM outbox WHERE published_at IS NULL").Scan(&oldest); err != nil {
+		return
+	}
+	if oldest == nil {
+		r.m.oldestAge.Set(0)
+		return
+	}
+	r.m.oldestAge.Set(time.Since(*oldest).Seconds())
+}
+
+func (r *Relay) cleanup(ctx context.Context) error {
+	_, err := r.cfg.Pool.Exec(ctx, `
+DELETE FROM outbox WHERE id IN (
+	SELECT id FROM outbox WHERE published_at < clock_timestamp() - make_interval(secs => $1) LIMIT 10000)`,
+		r.cfg.Retention.Seconds())
+	return err
+}
+
+type relayMetrics struct {
+	published *prometheus.CounterVec
+	errors    prometheus.Counter
+	oldestAge prometheus.Gauge
+	leader    prometheus.Gauge
+}
+
+func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
+	m := &relayMetrics{
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presenced_outbox_published_total",
+			Help: "Outbox events published, by kind.",
+		}, []string{"kind"}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presenced_outbox_relay_errors_total",
+			Help: "Relay rounds stopped by an error (the event is retried).",
+		}),
+		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "presenced_outbox_oldest_unpublished_age_seconds",
+			Help: "Age of the oldest unpublished outbox event, seen by the relaying process.",
+		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "presenced_outbox_relay_leader",
+			Help: "1 while this process holds the relay lock.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.published, m.errors, m.oldestAge, m.leader} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

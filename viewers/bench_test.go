@@ -1,0 +1,113 @@
+package viewers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/presenced/presenced/web"
+)
+
+// BenchmarkHeartbeatHandler measures the whole heartbeat handler in steady
+// state (cookie verified before, so served from the verification cache):
+// limits, denylist, buffering and the metadata record; flushes run in the
+// background as in production.
+func BenchmarkHeartbeatHandler(b *testing.B) {
+	e := newEnv(b, envOpts{cfg: func(v *cfgViewers) { v.MaxPending = 1 << 26 }})
+	ec := echo.New()
+	ec.HTTPErrorHandler = web.ErrorHandler(e.mod.log)
+	ec.POST("/v1/viewers/:hotel/heartbeat", e.mod.heartbeat)
+	const sessions = 20_000
+	cookies := make([]string, sessions)
+	for i := range cookies {
+		s, err := e.mod.sessions.issue(time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		cookies[i] = e.cfg.CookieName + "=" + s.setCookie
+		e.mod.sessions.verify(s.setCookie, time.Now()) // steady state: seen before
+	}
+	hotels := make([]string, 1000)
+	for i := range hotels {
+		hotels[i] = fmt.Sprintf("/v1/viewers/bench-%d/heartbeat", i)
+	}
+	var next atomic.Int64
+	var bad atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		w := httptest.NewRecorder()
+		for pb.Next() {
+			i := next.Add(1)
+			req := httptest.NewRequest(http.MethodPost, hotels[i%int64(len(hotels))], nil)
+			req.RemoteAddr = fmt.Sprintf("198.18.%d.%d:4000", i%200, i%250)
+			req.Header.Set("Cookie", cookies[i%sessions])
+			w.Body.Reset()
+			ec.ServeHTTP(w, req)
+			if w.Code != http.StatusNoContent {
+				bad.Add(1)
+			}
+		}
+	})
+	b.StopTimer()
+	if n := bad.Load(); n > 0 {
+		b.Logf("%d heartbeats not accepted (limits)", n)
+	}
+}
+
+// BenchmarkFlush10k writes one flush of 10,000 distinct session hashes for
+// one hotel: one PFADD (plus its expiry the first time).
+func BenchmarkFlush10k(b *testing.B) {
+	e := newEnv(b, envOpts{parts: []string{"count"}})
+	hs := hashes(5, 10_000)
+	ctx := context.Background()
+	now := time.Now()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		bt := batch{key: pendingKey{hotel: "flush-bench", bucket: bucketOf(now, e.cfg.Bucket)}, hashes: append([]uint64(nil), hs...), adds: len(hs)}
+		if err := e.mod.writer.write(ctx, []batch{bt}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(hs))*float64(b.N)/b.Elapsed().Seconds(), "hashes/s")
+}
+
+// BenchmarkCount64Shards recounts a hotel on 64 shards (two buckets, 128
+// keys, one PFCOUNT) from Redis, bypassing the cache.
+func BenchmarkCount64Shards(b *testing.B) {
+	e := newEnv(b, envOpts{parts: []string{"count"}, cfg: func(v *cfgViewers) { v.Bucket = time.Hour; v.MaxPending = 1 << 22 }})
+	tier := Tier{Read: 64, Write: 64}
+	setTier(b, e, "count-bench", tier)
+	addAll(b, e, "count-bench", hashes(8, 100_000), tier)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := e.mod.counter.fetch("count-bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCountCached is the count endpoint's cache hit path.
+func BenchmarkCountCached(b *testing.B) {
+	e := newEnv(b, envOpts{parts: []string{"count"}, cfg: func(v *cfgViewers) { v.CountCacheTTL = time.Hour }})
+	if _, err := e.mod.counter.get("cached-bench"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := e.mod.counter.get("cached-bench"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,125 @@
+package viewers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
+)
+
+func tierRow(t *testing.T, hotel string) (read, write, target int, pending bool) {
+	t.Helper()
+	var next *time.Time
+	err := testenv.Postgres(t).QueryRow(t.Context(), `SELECT read_tier, write_tier, target_tier, next_step_at FROM viewers_hotel_tiers WHERE hotel_id = $1`, hotel).
+		Scan(&read, &write, &target, &next)
+	if err != nil {
+		return 1, 1, 1, false
+	}
+	return read, write, target, next != nil
+}
+
+// A busy hotel is promoted readers first, writers after write_delay, and
+// demoted writers first after a quiet period; counts stay right throughout.
+//
+// Controller tests do not run in parallel: they share the database's
+// leader lock.
+func TestControllerPromotesAndDemotes(t *testing.T) {
+	e := newEnv(t, envOpts{
+		parts: []string{"heartbeat", "count", "controller"},
+		cfg: func(v *cfgViewers) {
+			v.Promote16Rate, v.Promote64Rate = 40, 100_000
+			v.SessionRate, v.SessionBurst = 1000, 1000
+			v.PrefixRate = 0
+			v.WriteDelay = 600 * time.Millisecond
+			v.QuietPeriod = time.Second
+			v.DemoteRatio = 0.1
+			v.Bucket = 2 * time.Second
+		},
+	})
+	hotel := fmt.Sprintf("busy-%d", time.Now().UnixNano())
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	cookies := make([]string, 30)
+	for i := range cookies {
+		cookies[i] = sessionCookie(e.post(hotel, "", nil), e.cfg.CookieName)
+	}
+	wg.Add(1)
+	go func() { // ~150 heartbeats/s from 30 sessions
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			e.post(hotel, cookies[i%len(cookies)], nil)
+			time.Sleep(6 * time.Millisecond)
+		}
+	}()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		r, w, _, pending := tierRow(t, hotel)
+		return r == 16 && w == 1 && pending
+	}, "readers promoted first")
+	promotedAt := time.Now()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		r, w, _, pending := tierRow(t, hotel)
+		return r == 16 && w == 16 && !pending
+	}, "writers follow")
+	require.GreaterOrEqual(t, time.Since(promotedAt), 400*time.Millisecond, "after the write delay")
+	testenv.Eventually(t, 5*time.Second, func() bool { return e.mod.tiers.get(hotel) == Tier{Read: 16, Write: 16} }, "processes see the new tier")
+	time.Sleep(300 * time.Millisecond) // writes now spread over 16 shards
+	e.flush()
+	requireNear(t, 30, e.countOf(hotel).Count)
+	require.Equal(t, float64(1), e.metric(e.mod.m.tierChanges.WithLabelValues("promote", "read")))
+	require.Equal(t, float64(1), e.metric(e.mod.m.tierChanges.WithLabelValues("promote", "write")))
+
+	stop()
+	wg.Wait()
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		r, w, _, _ := tierRow(t, hotel)
+		return r == 16 && w == 1
+	}, "quiet: writers demoted first")
+	requireNear(t, 30, e.countOf(hotel).Count)
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		r, w, _, pending := tierRow(t, hotel)
+		return r == 1 && w == 1 && !pending
+	}, "then readers")
+	require.Equal(t, float64(1), e.metric(e.mod.m.tierChanges.WithLabelValues("demote", "write")))
+	require.Equal(t, float64(1), e.metric(e.mod.m.tierChanges.WithLabelValues("demote", "read")))
+}
+
+// Only one controller leads at a time; another takes over when it stops.
+func TestOneControllerLeads(t *testing.T) {
+	a := newEnv(t, envOpts{parts: []string{"controller"}})
+	b := newEnv(t, envOpts{parts: []string{"controller"}})
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		return a.metric(a.mod.m.leader)+b.metric(b.mod.m.leader) == 1
+	}, "one leader")
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, float64(1), a.metric(a.mod.m.leader)+b.metric(b.mod.m.leader), "still one")
+	leader, follower := a, b
+	if b.metric(b.mod.m.leader) == 1 {
+		leader, follower = b, a
+	}
+	leader.stop()
+	testenv.Eventually(t, 5*time.Second, func() bool { return follower.metric(follower.mod.m.leader) == 1 }, "the other takes over")
+}
+
+// Without rate reports the controller does nothing rather than demote a
+// hotel it is blind to.
+func TestControllerRefusesToActBlind(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{parts: []string{"count"}})
+	hotel := fmt.Sprintf("blind-%d", time.Now().UnixNano())
+	setTier(t, e, hotel, Tier{Read: 16, Write: 16})
+	c := &controller{db: e.mod.db, rdb: e.rdb, keys: e.mod.keys, cfg: e.cfg, m: e.mod.m, log: e.mod.log}
+	for i := 0; i < 3; i++ {
+		require.NoError(t, c.step(t.Context(), time.Now().Add(time.Duration(i)*time.Hour)))
+	}
+	r, w, _, _ := tierRow(t, hotel)
+	require.Equal(t, 16, r)
+	require.Equal(t, 16, w)
+	require.Equal(t, float64(3), e.metric(e.mod.m.ratesMissing))
+	_ = http.StatusOK
+}

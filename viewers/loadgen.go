@@ -1,0 +1,347 @@
+package viewers
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
+
+	"github.com/presenced/presenced/loadgen"
+)
+
+// Load is the `presenced loadgen viewers` scenario: N simulated viewers
+// spread over M hotels with a Zipf skew, each heartbeating every interval
+// with its own session cookie, while readers poll counts. It reports
+// heartbeat throughput and latency, count latency, count accuracy against
+// the true number of viewers, and the Redis commands the module sent.
+type Load struct {
+	viewers    int
+	hotels     int
+	skew       float64
+	interval   time.Duration
+	countRate  float64
+	bucket     time.Duration
+	forwarded  bool
+	perPrefix  int
+	redisURL   string
+	checkTop   int
+	hotelNames []string
+}
+
+// NewLoad returns the viewers load scenario.
+func NewLoad() *Load { return &Load{} }
+
+func (l *Load) Name() string { return "viewers" }
+
+func (l *Load) Describe() string {
+	return "simulated viewers heartbeating across Zipf-skewed hotels; throughput, count p99, accuracy, Redis commands"
+}
+
+func (l *Load) Flags(fs *pflag.FlagSet) {
+	fs.IntVar(&l.viewers, "viewers", 20000, "simulated viewers (sessions)")
+	fs.IntVar(&l.hotels, "hotels", 1000, "hotels")
+	fs.Float64Var(&l.skew, "skew", 1.1, "Zipf exponent of viewers per hotel (>1)")
+	fs.DurationVar(&l.interval, "interval", 15*time.Second, "heartbeat interval per viewer (0: as fast as possible; --rate overrides)")
+	fs.Float64Var(&l.countRate, "count-rate", 200, "count reads per second")
+	fs.DurationVar(&l.bucket, "bucket", 30*time.Second, "the server's viewers.bucket, for the accuracy check")
+	fs.BoolVar(&l.forwarded, "forwarded", true, "send X-Forwarded-For from synthetic networks (the server must trust 127.0.0.1/32 in http.trusted_proxies)")
+	fs.IntVar(&l.perPrefix, "per-prefix", 16, "viewers sharing one synthetic /24")
+	fs.StringVar(&l.redisURL, "redis-url", "", "the server's Redis, to read INFO commandstats (optional)")
+	fs.IntVar(&l.checkTop, "check-hotels", 20, "busiest hotels whose count is checked against the truth")
+}
+
+type simViewer struct {
+	path   string
+	hotel  int
+	ip     string
+	cookie atomic.Pointer[string]
+	lastOK atomic.Int64 // unix nanoseconds of the last 204
+}
+
+func (l *Load) Run(ctx context.Context, r *loadgen.Runner) error {
+	if l.viewers <= 0 || l.hotels <= 0 || l.skew <= 1 {
+		return fmt.Errorf("--viewers and --hotels must be positive and --skew above 1")
+	}
+	base := strings.TrimRight(r.Options.Target, "/")
+	rng := rand.New(rand.NewSource(1))
+	zipf := rand.NewZipf(rng, l.skew, 1, uint64(l.hotels-1))
+	run := strconv.FormatInt(time.Now().Unix()%100000, 36)
+	l.hotelNames = make([]string, l.hotels)
+	for i := range l.hotelNames {
+		l.hotelNames[i] = "lg-" + run + "-" + strconv.Itoa(i)
+	}
+	vs := make([]*simViewer, l.viewers)
+	for i := range vs {
+		h := int(zipf.Uint64())
+		p := i / max(1, l.perPrefix)
+		vs[i] = &simViewer{
+			hotel: h,
+			path:  base + "/v1/viewers/" + l.hotelNames[h] + "/heartbeat",
+			// Synthetic sources in 100.64.0.0/10, only ever written into a
+			// header: each run of per-prefix viewers shares one /24.
+			ip: fmt.Sprintf("100.%d.%d.%d", 64+p/256%64, p%256, 1+i%max(1, l.perPrefix)%254),
+		}
+	}
+	if r.Options.Rate == 0 && l.interval > 0 {
+		r.Options.Rate = float64(l.viewers) / l.interval.Seconds()
+	}
+	before := l.scrape(ctx, r, base)
+	redisBefore := l.redisCalls(ctx)
+
+	// Count readers run beside the heartbeats.
+	var countHist loadgen.Histogram
+	var countMu sync.Mutex
+	var countErrs atomic.Int64
+	cctx, stopCounts := context.WithCancel(ctx)
+	var cwg sync.WaitGroup
+	if l.countRate > 0 {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			l.readCounts(cctx, r, base, &countHist, &countMu, &countErrs)
+		}()
+	}
+
+	r.Label("heartbeats")
+	start := time.Now()
+	var next atomic.Int64
+	r.Loop(ctx, func(ctx context.Context, _ int) error {
+		v := vs[next.Add(1)%int64(len(vs))]
+		return l.heartbeat(ctx, r.Client, v)
+	})
+	elapsed := time.Since(start)
+	stopCounts()
+	cwg.Wait()
+
+	after := l.scrape(ctx, r, base)
+	redisAfter := l.redisCalls(ctx)
+	countMu.Lock()
+	r.AddFigure("count reads", "%d (%d errors)", countHist.Count(), countErrs.Load())
+	r.AddFigure("count p50 / p99", "%s / %s", countHist.Quantile(0.5).Round(time.Microsecond), countHist.Quantile(0.99).Round(time.Microsecond))
+	countMu.Unlock()
+	secs := elapsed.Seconds()
+	if before != nil && after != nil {
+		writes := after["presenced_viewers_hll_writes_total"] - before["presenced_viewers_hll_writes_total"]
+		cmds := after["presenced_viewers_redis_commands_total"] - before["presenced_viewers_redis_commands_total"]
+		acc := after[`presenced_viewers_heartbeats_total{result="accepted"}`] - before[`presenced_viewers_heartbeats_total{result="accepted"}`]
+		r.AddFigure("HLL writes/s (batched PFADD)", "%.1f", writes/secs)
+		if writes > 0 {
+			r.AddFigure("heartbeats per HLL write", "%.1f", acc/writes)
+		}
+		r.AddFigure("viewers Redis commands/s", "%.1f", cmds/secs)
+	} else {
+		r.AddFigure("server metrics", "unavailable (GET /metrics failed)")
+	}
+	if redisBefore >= 0 && redisAfter >= 0 {
+		r.AddFigure("Redis commands/s (INFO commandstats)", "%.1f", float64(redisAfter-redisBefore)/secs)
+	}
+	l.checkAccuracy(ctx, r, base, vs)
+	return nil
+}
+
+func (l *Load) heartbeat(ctx context.Context, c *http.Client, v *simViewer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.path, nil)
+	if err != nil {
+		return err
+	}
+	if ck := v.cookie.Load(); ck != nil {
+		req.Header.Set("Cookie", "pd_vs="+*ck)
+	}
+	if l.forwarded {
+		req.Header.Set("X-Forwarded-For", v.ip)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	for _, sc := range resp.Header.Values("Set-Cookie") {
+		if val, ok := strings.CutPrefix(sc, "pd_vs="); ok {
+			val, _, _ = strings.Cut(val, ";")
+			v.cookie.Store(&val)
+		}
+	}
+	if resp.StatusCode != http.StatusNoContent {
+		return loadgen.StatusError(resp.StatusCode)
+	}
+	v.lastOK.Store(time.Now().UnixNano())
+	return nil
+}
+
+func (l *Load) readCounts(ctx context.Context, r *loadgen.Runner, base string, h *loadgen.Histogram, mu *sync.Mutex, errs *atomic.Int64) {
+	rng := rand.New(rand.NewSource(2))
+	zipf := rand.NewZipf(rng, l.skew, 1, uint64(l.hotels-1))
+	t := time.NewTicker(time.Duration(float64(time.Second) / l.countRate))
+	defer t.Stop()
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hotel := l.hotelNames[zipf.Uint64()]
+		select {
+		case sem <- struct{}{}:
+		default:
+			errs.Add(1) // the server is too slow to keep up with the read rate
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			t0 := time.Now()
+			_, err := l.getCount(ctx, r.Client, base, hotel)
+			d := time.Since(t0)
+			if err != nil {
+				if ctx.Err() == nil {
+					errs.Add(1)
+				}
+				return
+			}
+			mu.Lock()
+			h.Record(d)
+			mu.Unlock()
+		}()
+	}
+}
+
+func (l *Load) getCount(ctx context.Context, c *http.Client, base, hotel string) (countJSON, error) {
+	var out countJSON
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/viewers/"+hotel+"/count", nil)
+	if err != nil {
+		return out, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return out, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return out, loadgen.StatusError(resp.StatusCode)
+	}
+	return out, json.NewDecoder(resp.Body).Decode(&out)
+}
+
+// checkAccuracy compares the busiest hotels' counts with the viewers that
+// are truly in their window: those with an accepted heartbeat since the
+// start of the previous bucket.
+func (l *Load) checkAccuracy(ctx context.Context, r *loadgen.Runner, base string, vs []*simViewer) {
+	// Let the last flush land and the count cache expire.
+	time.Sleep(2500 * time.Millisecond)
+	from := (time.Now().UnixNano()/int64(l.bucket) - 1) * int64(l.bucket)
+	truth := make([]int, l.hotels)
+	for _, v := range vs {
+		if v.lastOK.Load() >= from {
+			truth[v.hotel]++
+		}
+	}
+	order := make([]int, l.hotels)
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return truth[order[a]] > truth[order[b]] })
+	var sumErr, maxErr float64
+	checked, total := 0, 0
+	for _, h := range order[:min(l.checkTop, len(order))] {
+		if truth[h] == 0 {
+			break
+		}
+		c, err := l.getCount(ctx, r.Client, base, l.hotelNames[h])
+		if err != nil {
+			continue
+		}
+		e := 100 * math.Abs(float64(c.Count)-float64(truth[h])) / float64(truth[h])
+		sumErr += e
+		maxErr = max(maxErr, e)
+		checked++
+		total += truth[h]
+	}
+	if checked == 0 {
+		r.AddFigure("count accuracy", "no hotel to check")
+		return
+	}
+	r.AddFigure("count accuracy", "%d busiest hotels (%d viewers, top %d): mean error %.2f%%, max %.2f%%",
+		checked, total, truth[order[0]], sumErr/float64(checked), maxErr)
+}
+
+// scrape reads the module's counters from the target's /metrics, summed
+// over labels except the heartbeat results.
+func (l *Load) scrape(ctx context.Context, r *loadgen.Runner, base string) map[string]float64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := r.Client.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "presenced_viewers_") {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			continue
+		}
+		if strings.HasPrefix(name, "presenced_viewers_heartbeats_total") {
+			out[name] += f
+			continue
+		}
+		metric, _, _ := strings.Cut(name, "{")
+		out[metric] += f
+	}
+	return out
+}
+
+// redisCalls sums the calls of INFO commandstats, or -1 without --redis-url.
+func (l *Load) redisCalls(ctx context.Context) int64 {
+	if l.redisURL == "" {
+		return -1
+	}
+	opt, err := redis.ParseURL(l.redisURL)
+	if err != nil {
+		return -1
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return -1
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		if i := strings.Index(line, "calls="); i >= 0 {
+			v := line[i+6:]
+			v, _, _ = strings.Cut(v, ",")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			total += n
+		}
+	}
+	return total
+}

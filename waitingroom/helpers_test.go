@@ -1,0 +1,309 @@
+package waitingroom
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/internal/keyring"
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/web"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const (
+	testSecret = "waitingroom-test-secret-0123456789abcdef"
+	testAPIKey = "waitingroom-test-api-key"
+)
+
+// bundle is one process's waiting room over a test Redis.
+type bundle struct {
+	rdb  redis.UniversalClient
+	keys store.Keyspace
+	cfg  config.Waitingroom
+	ring *keyring.Ring
+	mod  *Module
+	line *Line
+	reg  *prometheus.Registry
+}
+
+func testConfig() config.Waitingroom {
+	cfg := config.Default().Waitingroom
+	cfg.TickInterval = 50 * time.Millisecond
+	cfg.TickLeaseTTL = 500 * time.Millisecond
+	cfg.PositionInterval = 100 * time.Millisecond
+	cfg.KeepaliveInterval = 300 * time.Millisecond
+	cfg.StoreTimeout = 3 * time.Second
+	cfg.RetryAfter = 2 * time.Second
+	return cfg
+}
+
+// newRing returns a signing ring with kid.
+func newRing(t testing.TB, kid string) *keyring.Ring {
+	t.Helper()
+	signing, _, err := keyring.Generate(kid)
+	require.NoError(t, err)
+	r, err := keyring.Parse(signing, nil)
+	require.NoError(t, err)
+	return r
+}
+
+// newBundle builds a module on rdb under prefix (several bundles on one
+// prefix are several processes of one deployment).
+func newBundle(t testing.TB, rdb redis.UniversalClient, prefix string, ring *keyring.Ring, mutate func(*config.Waitingroom)) *bundle {
+	t.Helper()
+	cfg := testConfig()
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	reg := prometheus.NewRegistry()
+	h, err := hub.New(rdb, reg, testenv.Logger())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	keys := store.NewKeyspace(prefix)
+	m, err := New(Deps{Redis: rdb, Keys: keys, Hub: h, Ring: ring, Config: cfg, Metrics: reg, Log: testenv.Logger()})
+	require.NoError(t, err)
+	return &bundle{rdb: rdb, keys: keys, cfg: cfg, ring: ring, mod: m, line: m.line, reg: reg}
+}
+
+// redisKinds runs f against a single Redis and a Redis Cluster.
+func redisKinds(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Run("single", func(t *testing.T) {
+		t.Parallel()
+		f(t, testenv.Redis(t))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		f(t, testenv.RedisCluster(t))
+	})
+}
+
+func setup(t testing.TB, rdb redis.UniversalClient, mutate func(*config.Waitingroom)) *bundle {
+	t.Helper()
+	return newBundle(t, rdb, testenv.Prefix(t), newRing(t, "k1"), mutate)
+}
+
+// openRoom creates event's waiting room with s (defaults where zero).
+func (b *bundle) openRoom(t testing.TB, event string, s Settings) {
+	t.Helper()
+	d := b.mod.defaults()
+	if s.Capacity == 0 {
+		s.Capacity = d.Capacity
+	}
+	if s.Batch == 0 {
+		s.Batch = d.Batch
+	}
+	if s.LeaseSeconds == 0 {
+		s.LeaseSeconds = d.LeaseSeconds
+	}
+	if s.HeartbeatTimeoutSeconds == 0 {
+		s.HeartbeatTimeoutSeconds = d.HeartbeatTimeoutSeconds
+	}
+	if s.Mode == "" {
+		s.Mode = ModeFIFO
+	}
+	require.NoError(t, s.Validate())
+	require.NoError(t, b.line.PutSettings(context.Background(), event, s))
+}
+
+func (b *bundle) join(t testing.TB, event, user string) Place {
+	t.Helper()
+	_, p, err := b.line.Join(context.Background(), event, user)
+	require.NoError(t, err)
+	return p
+}
+
+// tick runs one tick of event as a worker would, without the period guard.
+func (b *bundle) tick(t testing.TB, event string) TickResult {
+	t.Helper()
+	r, err := b.line.Tick(context.Background(), event, b.tickOptions(0))
+	require.NoError(t, err)
+	return r
+}
+
+func (b *bundle) tickOptions(minGap time.Duration) TickOptions {
+	return TickOptions{MinGap: minGap, CleanupLimit: b.cfg.CleanupLimit, OutageGap: time.Hour, Window: b.cfg.ETAWindow}
+}
+
+// redisNow is the Redis clock in ms.
+func redisNow(t testing.TB, rdb redis.UniversalClient, key string) int64 {
+	t.Helper()
+	// TIME is routed to any node; on a cluster the nodes share this host's clock.
+	now, err := rdb.Time(context.Background()).Result()
+	require.NoError(t, err)
+	return now.UnixMilli()
+}
+
+// setHeartbeat moves user's heartbeat to at (ms), to make entries stale.
+func (b *bundle) setHeartbeat(t testing.TB, event, user string, at int64) {
+	t.Helper()
+	require.NoError(t, b.rdb.ZAddXX(context.Background(), keysOf(b.keys, event).heartbeats, redis.Z{Score: float64(at), Member: user}).Err())
+}
+
+func (b *bundle) activeCount(t testing.TB, event string) int64 {
+	t.Helper()
+	n, err := b.rdb.ZCount(context.Background(), keysOf(b.keys, event).leases, fmt.Sprintf("(%d", redisNow(t, b.rdb, "")), "+inf").Result()
+	require.NoError(t, err)
+	return n
+}
+
+// server is the admit plane over HTTP.
+type server struct {
+	*bundle
+	url string
+}
+
+func newServer(t *testing.T, b *bundle) *server {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Realtime.PingInterval = time.Second
+	cfg.Realtime.PongTimeout = 3 * time.Second
+	srv, err := web.NewServer(cfg, prometheus.NewRegistry(), testenv.Logger())
+	require.NoError(t, err)
+	users, err := auth.NewVerifier(context.Background(), config.Auth{JWTSecret: testSecret})
+	require.NoError(t, err)
+	require.NoError(t, b.mod.Mount(srv.Echo.Group(""), Routes{
+		Sockets: srv.Sockets, RequireUser: users.Middleware(), RequireAPIKey: auth.RequireAPIKey(testAPIKey),
+	}))
+	ts := httptest.NewServer(srv.Echo)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Sockets.CloseAll(ctx)
+		ts.Close()
+	})
+	return &server{bundle: b, url: ts.URL}
+}
+
+func token(t testing.TB, user string) string {
+	t.Helper()
+	tok, err := auth.SignDev(testSecret, user, time.Hour, nil, "", "")
+	require.NoError(t, err)
+	return tok
+}
+
+// call makes a request and decodes a JSON answer into out (when not nil).
+func (s *server) call(t testing.TB, method, path, user string, body any, out any) (int, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		switch v := body.(type) {
+		case string:
+			rd = strings.NewReader(v)
+		default:
+			raw, err := json.Marshal(v)
+			require.NoError(t, err)
+			rd = bytes.NewReader(raw)
+		}
+	}
+	req, err := http.NewRequest(method, s.url+path, rd)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	switch user {
+	case "":
+	case "admin":
+		req.Header.Set(auth.APIKeyHeader, testAPIKey)
+	default:
+		req.Header.Set("Authorization", "Bearer "+token(t, user))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if out != nil && len(raw) > 0 {
+		require.NoError(t, json.Unmarshal(raw, out), string(raw))
+	}
+	return resp.StatusCode, resp.Header
+}
+
+// answer is the union of the queued and admitted answers.
+type answer struct {
+	State         string     `json:"state"`
+	Position      *int64     `json:"position"`
+	AheadOfYou    *int64     `json:"aheadOfYou"`
+	EtaSeconds    *int64     `json:"etaSeconds"`
+	EtaIsEstimate bool       `json:"etaIsEstimate"`
+	Paused        bool       `json:"paused"`
+	OpensAt       *time.Time `json:"opensAt"`
+	Lottery       string     `json:"lottery"`
+	Pass          string     `json:"pass"`
+	ExpiresAt     time.Time  `json:"expiresAt"`
+	Code          string     `json:"code"`
+	Message       string     `json:"message"`
+}
+
+// dialWS opens the waiting-room socket of event for user.
+func (s *server) dialWS(t testing.TB, event, user string) (*websocket.Conn, *http.Response, error) {
+	t.Helper()
+	u := "ws" + strings.TrimPrefix(s.url, "http") + "/v1/waitingroom/" + event + "/ws?token=" + token(t, user)
+	c, resp, err := websocket.DefaultDialer.Dial(u, nil)
+	if c != nil {
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	return c, resp, err
+}
+
+// readFrame reads one envelope and decodes its payload.
+func readFrame(t testing.TB, c *websocket.Conn, timeout time.Duration) (web.Envelope, answer, error) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	_, msg, err := c.ReadMessage()
+	if err != nil {
+		return web.Envelope{}, answer{}, err
+	}
+	var env web.Envelope
+	require.NoError(t, json.Unmarshal(msg, &env))
+	var a answer
+	require.NoError(t, json.Unmarshal(env.Payload, &a), string(msg))
+	return env, a, nil
+}
+
+func randKey() int64 { return rand.Int64N(1<<52) + 1 }
+
+// counterValue reads a counter from a registry (label "" for one without
+// labels).
+func counterValue(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label == "" {
+				return m.GetCounter().GetValue()
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+type atomicCounter struct{ n atomic.Int64 }
+
+func (c *atomicCounter) next() int64 { return c.n.Add(1) }

@@ -1,0 +1,337 @@
+package waitingroom
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/store"
+)
+
+var (
+	//go:embed lua/join.lua
+	joinLua string
+	//go:embed lua/positions.lua
+	positionsLua string
+	//go:embed lua/tick.lua
+	tickLua string
+	//go:embed lua/draw.lua
+	drawLua string
+	//go:embed lua/stats.lua
+	statsLua string
+	//go:embed lua/lease_check.lua
+	leaseCheckLua string
+	//go:embed lua/lease_extend.lua
+	leaseExtendLua string
+
+	joinScript        = store.NewScript("waitingroom_join", joinLua)
+	positionsScript   = store.NewScript("waitingroom_positions", positionsLua)
+	tickScript        = store.NewScript("waitingroom_tick", tickLua)
+	drawScript        = store.NewScript("waitingroom_draw", drawLua)
+	statsScript       = store.NewScript("waitingroom_stats", statsLua)
+	leaseCheckScript  = store.NewScript("waitingroom_lease_check", leaseCheckLua)
+	leaseExtendScript = store.NewScript("waitingroom_lease_extend", leaseExtendLua)
+)
+
+// ErrNoRoom: the event has no waiting room (none was configured).
+var ErrNoRoom = errors.New("waitingroom: no waiting room for this event")
+
+// eventKeys are the Redis keys of one event's waiting room. They share the
+// event's hash tag, so every script runs on one Cluster slot.
+type eventKeys struct {
+	queue      string // sorted set: user -> sequence (lottery: drawn key)
+	heartbeats string // sorted set: user -> last heartbeat, ms
+	leases     string // sorted set: user -> lease expiry, ms
+	sequence   string // counter of join order
+	settings   string // hash: the operator's settings
+	state      string // hash: bookkeeping of the ticks and the draw
+	ticks      string // sorted set: per-tick admissions and abandonments
+	joins      string // sorted set: sequence -> when it was reached, ms
+	topic      string // channel: users admitted by a tick
+}
+
+func keysOf(ks store.Keyspace, event string) eventKeys {
+	e := ks.Entity("wr", event)
+	return eventKeys{
+		queue: e.Key("q"), heartbeats: e.Key("hb"), leases: e.Key("act"), sequence: e.Key("seq"),
+		settings: e.Key("cfg"), state: e.Key("st"), ticks: e.Key("tl"), joins: e.Key("jt"),
+		topic: e.Key("admitted"),
+	}
+}
+
+func (k eventKeys) all() []string {
+	return []string{k.queue, k.heartbeats, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins}
+}
+
+// Line keeps the waiting rooms of every event in Redis.
+type Line struct {
+	rdb  redis.UniversalClient
+	keys store.Keyspace
+	// registry holds the set of events the workers tick and its version.
+	registry store.EntityKeys
+}
+
+// NewLine returns the waiting rooms kept in rdb under keys.
+func NewLine(rdb redis.UniversalClient, keys store.Keyspace) *Line {
+	return &Line{rdb: rdb, keys: keys, registry: keys.Global("waitingroom")}
+}
+
+// Room is what a join or position answer needs to know about the event.
+type Room struct {
+	Now      time.Time // Redis's clock
+	Capacity int
+	Batch    int
+	Lease    time.Duration
+	OpenAt   time.Time // zero: open
+	Mode     string
+	Paused   bool
+	Rate     float64 // measured admissions per second
+	Drawn    bool
+	// CohortMax is the last sequence number taken before the open time: the
+	// entries up to it are the cohort a lottery draws.
+	CohortMax int64
+}
+
+// Place is one user's standing in a waiting room.
+type Place struct {
+	State string // StateQueued, StateAdmitted or StateAbsent
+	// Rank is the number of entries ahead (queued only).
+	Rank int64
+	// Undrawn: queued in a lottery cohort before the draw; no rank yet.
+	Undrawn bool
+	// LeaseExpiry of an admitted user.
+	LeaseExpiry time.Time
+}
+
+// States of a Place.
+const (
+	StateQueued   = "queued"
+	StateAdmitted = "admitted"
+	StateAbsent   = "absent"
+)
+
+// Join puts user in line (or keeps their place) and answers their place.
+func (l *Line) Join(ctx context.Context, event, user string) (Room, Place, error) {
+	return l.place(ctx, event, user, "join")
+}
+
+// Status answers user's place and refreshes their heartbeat, without
+// joining.
+func (l *Line) Status(ctx context.Context, event, user string) (Room, Place, error) {
+	return l.place(ctx, event, user, "status")
+}
+
+func (l *Line) place(ctx context.Context, event, user, mode string) (Room, Place, error) {
+	k := keysOf(l.keys, event)
+	res, err := joinScript.Run(ctx, l.rdb, []string{k.queue, k.heartbeats, k.leases, k.sequence, k.settings, k.state}, user, mode).Slice()
+	if err != nil {
+		return Room{}, Place{}, fmt.Errorf("waitingroom %s: %w", mode, err)
+	}
+	if len(res) == 0 || str(res[0]) == "none" {
+		return Room{}, Place{}, ErrNoRoom
+	}
+	if len(res) < 3+roomFields {
+		return Room{}, Place{}, fmt.Errorf("waitingroom %s: short reply", mode)
+	}
+	room, err := roomFrom(res[3 : 3+roomFields])
+	if err != nil {
+		return Room{}, Place{}, err
+	}
+	return room, placeFrom(room, str(res[0]), res[1], str(res[2])), nil
+}
+
+func placeFrom(room Room, kind string, value any, score string) Place {
+	switch kind {
+	case StateAdmitted:
+		return Place{State: StateAdmitted, LeaseExpiry: time.UnixMilli(int64(num(value)))}
+	case StateQueued:
+		sc, _ := strconv.ParseFloat(score, 64)
+		undrawn := room.Mode == ModeLottery && !room.Drawn && !room.OpenAt.IsZero() && sc > 0 && sc <= float64(room.CohortMax)
+		return Place{State: StateQueued, Rank: int64(num(value)), Undrawn: undrawn}
+	}
+	return Place{State: StateAbsent}
+}
+
+// roomFields is the length of the room header of join and positions
+// replies: {now, capacity, batch, lease, open, mode, paused, rate, drawn,
+// cohort}.
+const roomFields = 10
+
+func roomFrom(v []any) (Room, error) {
+	if len(v) < roomFields {
+		return Room{}, errors.New("waitingroom: short reply")
+	}
+	r := Room{
+		Now:       time.UnixMilli(int64(num(v[0]))),
+		Capacity:  int(num(v[1])),
+		Batch:     int(num(v[2])),
+		Lease:     time.Duration(num(v[3])) * time.Second,
+		Mode:      str(v[5]),
+		Paused:    str(v[6]) == "1",
+		Rate:      num(v[7]),
+		Drawn:     str(v[8]) == "1",
+		CohortMax: int64(num(v[9])),
+	}
+	if open := int64(num(v[4])); open > 0 {
+		r.OpenAt = time.UnixMilli(open)
+	}
+	return r, nil
+}
+
+// Places answers the places of many users at once and refreshes the
+// heartbeats of those queued. It returns ErrNoRoom when the room is gone.
+func (l *Line) Places(ctx context.Context, event string, users []string) (Room, []Place, error) {
+	k := keysOf(l.keys, event)
+	args := make([]any, len(users))
+	for i, u := range users {
+		args[i] = u
+	}
+	res, err := positionsScript.Run(ctx, l.rdb, []string{k.queue, k.heartbeats, k.leases, k.settings, k.state}, args...).Slice()
+	if err != nil {
+		return Room{}, nil, fmt.Errorf("waitingroom positions: %w", err)
+	}
+	if len(res) == 0 {
+		return Room{}, nil, ErrNoRoom
+	}
+	if len(res) != roomFields+3*len(users) {
+		return Room{}, nil, errors.New("waitingroom positions: reply does not match the users")
+	}
+	room, err := roomFrom(res[:roomFields])
+	if err != nil {
+		return Room{}, nil, err
+	}
+	places := make([]Place, len(users))
+	for i := range users {
+		at := roomFields + 3*i
+		kind, value, score := res[at], res[at+1], str(res[at+2])
+		switch num(kind) {
+		case 1:
+			places[i] = placeFrom(room, StateQueued, value, score)
+		case 2:
+			places[i] = placeFrom(room, StateAdmitted, value, score)
+		default:
+			places[i] = Place{State: StateAbsent}
+		}
+	}
+	return room, places, nil
+}
+
+// Leave takes user out of line and gives up their lease, if any.
+func (l *Line) Leave(ctx context.Context, event, user string) error {
+	k := keysOf(l.keys, event)
+	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, k.queue, user)
+		p.ZRem(ctx, k.heartbeats, user)
+		p.ZRem(ctx, k.leases, user)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("waitingroom leave: %w", err)
+	}
+	return nil
+}
+
+// TickOptions are the worker's side of a tick.
+type TickOptions struct {
+	MinGap       time.Duration // ticks of one event closer than this are skipped
+	CleanupLimit int
+	OutageGap    time.Duration // a gap this long credits heartbeats
+	Window       time.Duration // span of the admission-rate estimate
+}
+
+// TickResult is what one tick did.
+type TickResult struct {
+	Status    string // ok, skip, gone, paused, closed, draw
+	Now       time.Time
+	Capacity  int
+	Active    int
+	Queued    int
+	Abandoned int
+	Admitted  []string
+	// Waits are the admitted users' join-to-admit times, to one tick.
+	Waits []time.Duration
+}
+
+// Tick runs one admission tick of event.
+func (l *Line) Tick(ctx context.Context, event string, o TickOptions) (TickResult, error) {
+	k := keysOf(l.keys, event)
+	res, err := tickScript.Run(ctx, l.rdb,
+		[]string{k.queue, k.heartbeats, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins},
+		o.MinGap.Milliseconds(), o.CleanupLimit, o.OutageGap.Milliseconds(), o.Window.Milliseconds()).Slice()
+	if err != nil {
+		return TickResult{}, fmt.Errorf("waitingroom tick %s: %w", event, err)
+	}
+	if len(res) < 2 {
+		return TickResult{}, fmt.Errorf("waitingroom tick %s: short reply", event)
+	}
+	r := TickResult{Status: str(res[0]), Now: time.UnixMilli(int64(num(res[1])))}
+	if len(res) < 8 {
+		return r, nil
+	}
+	r.Capacity, r.Active, r.Queued, r.Abandoned = int(num(res[2])), int(num(res[3])), int(num(res[4])), int(num(res[5]))
+	users, _ := res[6].([]any)
+	waits, _ := res[7].([]any)
+	for i, u := range users {
+		r.Admitted = append(r.Admitted, str(u))
+		if i < len(waits) {
+			r.Waits = append(r.Waits, time.Duration(num(waits[i]))*time.Millisecond)
+		}
+	}
+	return r, nil
+}
+
+// Draw runs one step of the lottery draw with the given random keys. It
+// reports how many entries were drawn and whether the draw is complete.
+func (l *Line) Draw(ctx context.Context, event string, keys []int64) (int, bool, error) {
+	k := keysOf(l.keys, event)
+	args := make([]any, len(keys))
+	for i, v := range keys {
+		args[i] = v
+	}
+	res, err := drawScript.Run(ctx, l.rdb, []string{k.queue, k.settings, k.state}, args...).Slice()
+	if err != nil {
+		return 0, false, fmt.Errorf("waitingroom draw %s: %w", event, err)
+	}
+	if len(res) != 2 {
+		return 0, false, fmt.Errorf("waitingroom draw %s: short reply", event)
+	}
+	return int(num(res[0])), num(res[1]) == 1, nil
+}
+
+// shardOf spreads events over the tick leases.
+func shardOf(event string, shards int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(event))
+	return int(h.Sum32() % uint32(shards))
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func num(v any) float64 {
+	switch x := v.(type) {
+	case int64:
+		return float64(x)
+	case string:
+		f, _ := strconv.ParseFloat(x, 64)
+		return f
+	case float64:
+		return x
+	}
+	return 0
+}

@@ -1,0 +1,71 @@
+package waitingroom
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/loadgen"
+)
+
+func TestOrderViolations(t *testing.T) {
+	t.Parallel()
+	base := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	user := func(start, end, admitted int) *loadUser {
+		u := &loadUser{joinStart: at(start), joinEnd: at(end)}
+		if admitted >= 0 {
+			u.admittedAt = at(admitted)
+		}
+		return u
+	}
+	tol := 500 * time.Millisecond
+	require.Zero(t, violations([]*loadUser{user(0, 5, 1000), user(10, 15, 2000), user(20, 25, 2000)}, tol))
+	// Overlapping joins may be admitted in either order.
+	require.Zero(t, violations([]*loadUser{user(0, 50, 2000), user(10, 60, 1000)}, tol))
+	// Joined after the first finished, admitted a tick earlier.
+	require.Equal(t, 1, violations([]*loadUser{user(0, 5, 2000), user(10, 15, 1000)}, tol))
+	// Within half a tick: the same tick seen by two sockets.
+	require.Zero(t, violations([]*loadUser{user(0, 5, 1200), user(10, 15, 1000)}, tol))
+	// Admitted while an earlier joiner never was.
+	require.Equal(t, 1, violations([]*loadUser{user(0, 5, -1), user(10, 15, 1000)}, tol))
+}
+
+// The scenario runs end to end against an admit plane and a ticker.
+func TestLoadScenario(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, setup(t, testenv.Redis(t), nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = s.mod.RunTicker(ctx) }()
+	sc := NewLoadScenario()
+	// Nobody abandons here: an abandoned entry still fresh at the head is
+	// admitted and holds its slot for the whole lease, as it should.
+	sc.users, sc.window, sc.abandon, sc.lease = 60, time.Second, 0, 10*time.Second
+	sc.checkoutMin, sc.checkoutMax = 20*time.Millisecond, 100*time.Millisecond
+	sc.capacity, sc.batch, sc.heartbeatTimeout, sc.tick = 5, 3, 10*time.Second, s.cfg.TickInterval
+	sc.hold = true
+	sc.secrets.APIKey, sc.secrets.JWTSecret = testAPIKey, testSecret
+	sum, err := loadgen.Execute(context.Background(), sc, loadgen.Options{
+		Target: s.url, Concurrency: 4, Duration: 30 * time.Second, Timeout: 5 * time.Second,
+	}, io.Discard)
+	require.NoError(t, err)
+	require.EqualValues(t, 60, sum.Ops)
+	require.Less(t, sum.Seconds, 25.0)
+	require.Zero(t, sum.Errors)
+	figures := map[string]string{}
+	for _, f := range sum.Figures {
+		figures[f.Name] = f.Value
+	}
+	require.True(t, strings.HasPrefix(figures["order violations"], "0 "), figures["order violations"])
+	require.Contains(t, figures["admitted (kept heartbeating)"], "; 0 still waiting")
+	require.Regexp(t, `^[0-5] / 5 `, figures["max active leases vs capacity"])
+	require.Contains(t, figures, "redis bytes per queued user")
+	_, err = s.line.Settings(context.Background(), sc.event)
+	require.ErrorIs(t, err, ErrNoRoom, "the scenario deletes its room")
+}

@@ -1,0 +1,189 @@
+package waitingroom
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/keyring"
+	"github.com/presenced/presenced/internal/testenv"
+)
+
+// A pass is good only with the right signature, algorithm, claims AND a
+// live lease; every other case is refused with ErrNotAdmitted.
+func TestPassRefusals(t *testing.T) {
+	t.Parallel()
+	redisKinds(t, func(t *testing.T, rdb redis.UniversalClient) {
+		b := setup(t, rdb, nil)
+		ctx := context.Background()
+		b.openRoom(t, "ev", Settings{})
+		b.openRoom(t, "other", Settings{})
+		b.join(t, "ev", "alice")
+		b.join(t, "ev", "bob")
+		b.join(t, "other", "alice")
+		b.tick(t, "ev")
+		b.tick(t, "other")
+		exp, err := b.line.LeaseExpiry(ctx, "ev", "alice")
+		require.NoError(t, err)
+		require.False(t, exp.IsZero())
+
+		// The booking plane holds only the public key.
+		_, verify, _ := strings.Cut(publicString(t, b.ring, "k1"), "|")
+		ring, err := keyring.Parse("", []string{verify})
+		require.NoError(t, err)
+		v := NewVerifier(rdb, b.keys, ring, time.Second)
+		issuer := b.mod.issuer
+
+		good, passExp, err := issuer.Issue("ev", "alice", exp, time.Now())
+		require.NoError(t, err)
+		require.False(t, passExp.After(exp), "a pass never outlives its lease")
+		require.NoError(t, v.Verify(ctx, good, "ev", "alice"))
+
+		claims := func(mutate func(*PassClaims)) *PassClaims {
+			c := &PassClaims{RegisteredClaims: jwt.RegisteredClaims{
+				Subject: "alice", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Minute)), ID: "j1",
+			}, Event: "ev"}
+			if mutate != nil {
+				mutate(c)
+			}
+			return c
+		}
+		sign := func(method jwt.SigningMethod, key any, kid string, c *PassClaims) string {
+			tok := jwt.NewWithClaims(method, c)
+			if kid != "" {
+				tok.Header["kid"] = kid
+			}
+			s, err := tok.SignedString(key)
+			require.NoError(t, err)
+			return s
+		}
+		other := newRing(t, "k1") // same kid, another key
+		pub, _ := b.ring.Public("k1")
+		ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		require.NoError(t, err)
+		expired, _, err := issuer.Issue("ev", "alice", time.Now().Add(-2*time.Second), time.Now().Add(-time.Minute))
+		require.NoError(t, err)
+
+		refused := map[string]string{
+			"expired":           expired,
+			"no exp":            sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "k1", claims(func(c *PassClaims) { c.ExpiresAt = nil })),
+			"bad signature":     sign(jwt.SigningMethodEdDSA, other.PrivateKey(), "k1", claims(nil)),
+			"tampered":          tamper(t, good),
+			"unknown kid":       sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "k9", claims(nil)),
+			"no kid":            sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "", claims(nil)),
+			"alg none":          sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, "k1", claims(nil)),
+			"HS256, public key": sign(jwt.SigningMethodHS256, []byte(pub), "k1", claims(nil)),
+			"ES256":             sign(jwt.SigningMethodES256, ecKey, "k1", claims(nil)),
+			"garbage":           "not.a.jwt",
+			"empty":             "",
+		}
+		for name, pass := range refused {
+			err := v.Verify(ctx, pass, "ev", "alice")
+			require.ErrorIs(t, err, ErrNotAdmitted, name)
+			require.NotErrorIs(t, err, ErrUnavailable, name)
+		}
+		require.ErrorIs(t, v.Verify(ctx, good, "other", "alice"), ErrNotAdmitted, "wrong event")
+		require.ErrorIs(t, v.Verify(ctx, good, "ev", "bob"), ErrNotAdmitted, "wrong user")
+		bobPass := sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "k1", claims(func(c *PassClaims) { c.Subject = "bob" }))
+		require.NoError(t, v.Verify(ctx, bobPass, "ev", "bob"))
+
+		// A valid signature with no lease is refused.
+		carol := sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "k1", claims(func(c *PassClaims) { c.Subject = "carol" }))
+		require.ErrorIs(t, v.Verify(ctx, carol, "ev", "carol"), ErrNotAdmitted, "never admitted")
+
+		// Extend moves the live lease; a revoked lease refuses the pass and
+		// cannot be extended back to life.
+		require.NoError(t, v.Extend(ctx, "ev", "alice", 10*time.Minute))
+		exp2, err := b.line.LeaseExpiry(ctx, "ev", "alice")
+		require.NoError(t, err)
+		require.WithinDuration(t, time.Now().Add(10*time.Minute), exp2, 5*time.Second)
+		require.NoError(t, v.Extend(ctx, "ev", "alice", 30*time.Second), "shortening is allowed")
+		require.NoError(t, v.Release(ctx, "ev", "alice"))
+		require.NoError(t, v.Release(ctx, "ev", "alice"), "release is idempotent")
+		require.ErrorIs(t, v.Verify(ctx, good, "ev", "alice"), ErrNotAdmitted, "revoked lease")
+		require.ErrorIs(t, v.Extend(ctx, "ev", "alice", time.Minute), ErrNotAdmitted)
+		require.ErrorIs(t, v.Extend(ctx, "ev", "carol", time.Minute), ErrNotAdmitted)
+		require.ErrorIs(t, v.Extend(ctx, "ev", "bob", 0), ErrNotAdmitted)
+		require.ErrorIs(t, v.Extend(ctx, "e{v}", "bob", time.Minute), ErrNotAdmitted)
+		require.ErrorIs(t, v.Verify(ctx, good, "", "alice"), ErrNotAdmitted)
+		require.NoError(t, v.Release(ctx, "e{v}", "bob"))
+
+		// An expired lease is not extended either.
+		b.join(t, "ev", "dave")
+		b.tick(t, "ev")
+		k := keysOf(b.keys, "ev")
+		require.NoError(t, rdb.ZAddXX(ctx, k.leases, redis.Z{Score: float64(time.Now().Add(-time.Second).UnixMilli()), Member: "dave"}).Err())
+		require.ErrorIs(t, v.Extend(ctx, "ev", "dave", time.Minute), ErrNotAdmitted)
+	})
+}
+
+// Keys rotate: a pass signed with the previous key verifies while that key
+// is listed; the JWKS publishes both.
+func TestPassKeyRotation(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	oldSigning, oldVerify, err := keyring.Generate("2025-01")
+	require.NoError(t, err)
+	newSigning, _, err := keyring.Generate("2025-02")
+	require.NoError(t, err)
+	oldRing, err := keyring.Parse(oldSigning, nil)
+	require.NoError(t, err)
+	rotated, err := keyring.Parse(newSigning, []string{oldVerify})
+	require.NoError(t, err)
+
+	b := newBundle(t, rdb, testenv.Prefix(t), rotated, nil)
+	b.openRoom(t, "ev", Settings{})
+	b.join(t, "ev", "u")
+	b.tick(t, "ev")
+	exp, err := b.line.LeaseExpiry(context.Background(), "ev", "u")
+	require.NoError(t, err)
+	oldIssuer, err := NewIssuer(oldRing, time.Minute)
+	require.NoError(t, err)
+	oldPass, _, err := oldIssuer.Issue("ev", "u", exp, time.Now())
+	require.NoError(t, err)
+	newPass, _, err := b.mod.issuer.Issue("ev", "u", exp, time.Now())
+	require.NoError(t, err)
+	v := b.mod.Verifier()
+	require.NoError(t, v.Verify(context.Background(), oldPass, "ev", "u"))
+	require.NoError(t, v.Verify(context.Background(), newPass, "ev", "u"))
+	keys := rotated.JWKS()["keys"].([]map[string]string)
+	require.Len(t, keys, 2)
+
+	// After the old key is dropped its passes stop verifying.
+	current, err := keyring.Parse(newSigning, nil)
+	require.NoError(t, err)
+	v2 := NewVerifier(rdb, b.keys, current, time.Second)
+	require.ErrorIs(t, v2.Verify(context.Background(), oldPass, "ev", "u"), ErrNotAdmitted)
+	require.NoError(t, v2.Verify(context.Background(), newPass, "ev", "u"))
+}
+
+// publicString renders "kid:base64(pub)" of ring's key kid, after a "|".
+func publicString(t testing.TB, r *keyring.Ring, kid string) string {
+	t.Helper()
+	pub, ok := r.Public(kid)
+	require.True(t, ok)
+	return "|" + kid + ":" + base64.StdEncoding.EncodeToString(pub)
+}
+
+// tamper changes the payload of a token but keeps its signature.
+func tamper(t testing.TB, tok string) string {
+	t.Helper()
+	parts := strings.Split(tok, ".")
+	require.Len(t, parts, 3)
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	require.NoError(t, err)
+	changed := strings.Replace(string(raw), `"sub":"alice"`, `"sub":"alicf"`, 1)
+	require.NotEqual(t, string(raw), changed)
+	changed = strings.Replace(changed, `"sub":"alicf"`, `"sub":"alice","x":1`, 1)
+	parts[1] = base64.RawURLEncoding.EncodeToString([]byte(changed))
+	return strings.Join(parts, ".")
+}

@@ -1,0 +1,188 @@
+package waitingroom
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Modes of admission order.
+const (
+	// ModeFIFO admits in join order.
+	ModeFIFO = "fifo"
+	// ModeLottery shuffles everyone who joined before the open time once, at
+	// opening; later joiners queue first in, first out behind them.
+	ModeLottery = "lottery"
+)
+
+// Limits of the settings an operator may choose.
+const (
+	MaxCapacity        = 1_000_000
+	MaxBatch           = 10_000
+	MinLeaseSeconds    = 10
+	MaxLeaseSeconds    = 3600
+	MinHeartbeatSecond = 10
+	MaxHeartbeatSecond = 3600
+)
+
+// Settings of one event's waiting room, changeable at run time; the next
+// tick uses whatever is stored when it runs.
+type Settings struct {
+	// Capacity is how many people may hold a checkout lease at once.
+	Capacity int `json:"capacity"`
+	// Batch caps admissions per tick, so freed capacity is not released as
+	// one thundering herd.
+	Batch int `json:"batch"`
+	// LeaseSeconds is the checkout window an admission grants.
+	LeaseSeconds int `json:"leaseSeconds"`
+	// HeartbeatTimeoutSeconds: an entry silent this long is abandoned.
+	HeartbeatTimeoutSeconds int `json:"heartbeatTimeoutSeconds"`
+	// OpenAt: nobody is admitted before it; nil means open now.
+	OpenAt *time.Time `json:"openAt"`
+	Mode   string     `json:"mode"`
+	// Paused holds the line: people keep their places, nobody is admitted.
+	Paused bool `json:"paused"`
+}
+
+// Validate checks the settings as a whole.
+func (s Settings) Validate() error {
+	var errs []error
+	if s.Capacity < 0 || s.Capacity > MaxCapacity {
+		errs = append(errs, fmt.Errorf("capacity must be within 0..%d", MaxCapacity))
+	}
+	if s.Batch < 1 || s.Batch > MaxBatch {
+		errs = append(errs, fmt.Errorf("batch must be within 1..%d", MaxBatch))
+	}
+	if s.LeaseSeconds < MinLeaseSeconds || s.LeaseSeconds > MaxLeaseSeconds {
+		errs = append(errs, fmt.Errorf("leaseSeconds must be within %d..%d", MinLeaseSeconds, MaxLeaseSeconds))
+	}
+	if s.HeartbeatTimeoutSeconds < MinHeartbeatSecond || s.HeartbeatTimeoutSeconds > MaxHeartbeatSecond {
+		errs = append(errs, fmt.Errorf("heartbeatTimeoutSeconds must be within %d..%d", MinHeartbeatSecond, MaxHeartbeatSecond))
+	}
+	switch s.Mode {
+	case ModeFIFO:
+	case ModeLottery:
+		if s.OpenAt == nil {
+			errs = append(errs, errors.New("mode lottery needs openAt: the cohort drawn is everyone who joined before it"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("mode must be %q or %q", ModeFIFO, ModeLottery))
+	}
+	return errors.Join(errs...)
+}
+
+// settingsPatch is the body of PUT /v1/admin/waitingrooms/{event}: fields
+// left out keep their current value (or the default on creation); openAt
+// null clears the open time.
+type settingsPatch struct {
+	Capacity                *int            `json:"capacity"`
+	Batch                   *int            `json:"batch"`
+	LeaseSeconds            *int            `json:"leaseSeconds"`
+	HeartbeatTimeoutSeconds *int            `json:"heartbeatTimeoutSeconds"`
+	OpenAt                  json.RawMessage `json:"openAt"`
+	Mode                    *string         `json:"mode"`
+	Paused                  *bool           `json:"paused"`
+}
+
+func decodePatch(body []byte) (settingsPatch, error) {
+	var p settingsPatch
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("the body is not a settings object: %v", err)
+	}
+	if dec.More() {
+		return p, errors.New("the body holds more than one JSON value")
+	}
+	return p, nil
+}
+
+func (p settingsPatch) apply(s Settings) (Settings, error) {
+	if p.Capacity != nil {
+		s.Capacity = *p.Capacity
+	}
+	if p.Batch != nil {
+		s.Batch = *p.Batch
+	}
+	if p.LeaseSeconds != nil {
+		s.LeaseSeconds = *p.LeaseSeconds
+	}
+	if p.HeartbeatTimeoutSeconds != nil {
+		s.HeartbeatTimeoutSeconds = *p.HeartbeatTimeoutSeconds
+	}
+	if p.Mode != nil {
+		s.Mode = *p.Mode
+	}
+	if p.Paused != nil {
+		s.Paused = *p.Paused
+	}
+	if len(p.OpenAt) > 0 {
+		if string(p.OpenAt) == "null" {
+			s.OpenAt = nil
+		} else {
+			var at time.Time
+			if err := json.Unmarshal(p.OpenAt, &at); err != nil {
+				return s, errors.New("openAt must be an RFC 3339 time or null")
+			}
+			at = at.UTC()
+			s.OpenAt = &at
+		}
+	}
+	return s, s.Validate()
+}
+
+// hash is the settings as stored in the event's settings hash, read by the
+// scripts: times in Unix milliseconds, durations in seconds.
+func (s Settings) hash() map[string]any {
+	open := int64(0)
+	if s.OpenAt != nil {
+		open = s.OpenAt.UnixMilli()
+	}
+	paused := 0
+	if s.Paused {
+		paused = 1
+	}
+	return map[string]any{
+		"cap": s.Capacity, "batch": s.Batch, "lease": s.LeaseSeconds, "hbt": s.HeartbeatTimeoutSeconds,
+		"open": open, "mode": s.Mode, "paused": paused,
+	}
+}
+
+func settingsFromHash(h map[string]string) (Settings, error) {
+	num := func(k string) (int64, error) {
+		n, err := strconv.ParseInt(h[k], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("settings field %s: %q", k, h[k])
+		}
+		return n, nil
+	}
+	var s Settings
+	var errs []error
+	for k, dst := range map[string]*int{"cap": &s.Capacity, "batch": &s.Batch, "lease": &s.LeaseSeconds, "hbt": &s.HeartbeatTimeoutSeconds} {
+		n, err := num(k)
+		errs = append(errs, err)
+		*dst = int(n)
+	}
+	open, err := num("open")
+	errs = append(errs, err)
+	if open > 0 {
+		at := time.UnixMilli(open).UTC()
+		s.OpenAt = &at
+	}
+	s.Mode = h["mode"]
+	s.Paused = h["paused"] == "1"
+	return s, errors.Join(errs...)
+}
+
+var eventPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidEvent tells whether id can name an event: 1 to 64 letters, digits,
+// '.', '_' or '-', so it can sit inside a Redis hash tag.
+func ValidEvent(id string) bool { return eventPattern.MatchString(id) }
+
+// maxUserLen bounds the user id (the sub claim) stored in the line.
+const maxUserLen = 200
