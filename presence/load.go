@@ -107,6 +107,7 @@ type loadRun struct {
 	received atomic.Int64
 	sent     atomic.Int64
 	dialErrs atomic.Int64
+	retried  atomic.Int64
 }
 
 func (l *Load) Run(ctx context.Context, r *loadgen.Runner) error {
@@ -129,8 +130,8 @@ func (l *Load) Run(ctx context.Context, r *loadgen.Runner) error {
 		return err
 	}
 	defer run.closeAll()
-	r.AddFigure("connections held", "%d of %d (%d dial errors) in %s over %d gateway(s) from 127.0.0.%d-%d",
-		run.live(), l.users, run.dialErrs.Load(), time.Since(start).Round(time.Millisecond), len(gws), l.sourceBase, l.sourceBase+l.sources-1)
+	r.AddFigure("connections held", "%d of %d (%d dial errors, %d retries after a 503) in %s over %d gateway(s) from 127.0.0.%d-%d",
+		run.live(), l.users, run.dialErrs.Load(), run.retried.Load(), time.Since(start).Round(time.Millisecond), len(gws), l.sourceBase, l.sourceBase+l.sources-1)
 	if l.follow > 0 {
 		if err := run.subscribeAll(ctx); err != nil {
 			return err
@@ -255,12 +256,24 @@ func (run *loadRun) dial(ctx context.Context, gw string, idx, source int) (*load
 	u := "ws" + strings.TrimPrefix(strings.TrimRight(gw, "/"), "http") + "/v1/presence/ws"
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	ws, resp, err := d.DialContext(dctx, u, http.Header{"Authorization": {"Bearer " + tok}})
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
-	if err != nil {
-		return nil, err
+	var ws *websocket.Conn
+	for attempt := 1; ; attempt++ {
+		var resp *http.Response
+		ws, resp, err = d.DialContext(dctx, u, http.Header{"Authorization": {"Bearer " + tok}})
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		if err == nil {
+			break
+		}
+		// A gateway shedding a connect storm says when to come back; a
+		// real client does as told, and so does this one, a few times.
+		if resp == nil || resp.StatusCode != http.StatusServiceUnavailable || attempt == 5 {
+			return nil, err
+		}
+		run.retried.Add(1)
+		wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		sleepCtx(dctx, time.Duration(max(wait, 1))*time.Second)
 	}
 	c := &loadConn{idx: idx, user: user, ws: ws, ready: make(chan struct{}), acked: make(chan struct{}, 1)}
 	go run.read(c)
