@@ -5,6 +5,7 @@ import (
 
 	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/loadgen"
+	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/viewers"
 	"github.com/presenced/presenced/waitingroom"
 )
@@ -14,6 +15,7 @@ func scenarios() []loadgen.Scenario {
 	return []loadgen.Scenario{
 		loadgen.NewHTTP(),
 		booking.NewLoadScenario(),
+		presence.NewLoad(),
 		viewers.NewLoad(),
 		waitingroom.NewLoadScenario(),
 	}

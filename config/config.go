@@ -35,6 +35,7 @@ type Config struct {
 	Viewers  Viewers  `yaml:"viewers"`
 
 	Waitingroom Waitingroom `yaml:"waitingroom"`
+	Presence    Presence    `yaml:"presence"`
 }
 
 // Log configures structured logging.
@@ -168,6 +169,7 @@ func Default() Config {
 		Booking:     defaultBooking(),
 		Viewers:     defaultViewers(),
 		Waitingroom: defaultWaitingroom(),
+		Presence:    defaultPresence(),
 	}
 }
 
@@ -241,6 +243,7 @@ func (c *Config) Validate() error {
 	c.validateBooking(bad)
 	c.validateViewers(bad)
 	validateWaitingroom(c.Waitingroom, bad)
+	validatePresence(c.Presence, bad)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))

@@ -98,6 +98,46 @@ func TestEchoAndOversizeFrame(t *testing.T) {
 	require.Equal(t, websocket.CloseMessageTooBig, ce.Code)
 }
 
+// A protocol may raise the frame limit of its own connections.
+func TestSetReadLimitRaisesTheFrameLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	c, _, err := dial(t, b.url, nil)
+	require.NoError(t, err)
+	conn := <-b.conn
+	conn.SetReadLimit(256)
+	require.NoError(t, c.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", 200))))
+	_, msg, err := c.ReadMessage()
+	require.NoError(t, err)
+	require.Len(t, msg, 200, "a frame over realtime.max_message_bytes but under the new limit passes")
+
+	require.NoError(t, c.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", 300))))
+	_, _, err = c.ReadMessage()
+	var ce *websocket.CloseError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, websocket.CloseMessageTooBig, ce.Code)
+}
+
+// Frames far larger than the small read buffer arrive whole.
+func TestFramesLargerThanTheReadBuffer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	c, _, err := dial(t, b.url, nil)
+	require.NoError(t, err)
+	conn := <-b.conn
+	conn.SetReadLimit(1 << 20)
+	for _, n := range []int{readBufferBytes - 1, readBufferBytes + 1, 48 << 10, 300 << 10} {
+		msg := make([]byte, n)
+		for i := range msg {
+			msg[i] = byte('a' + i%26)
+		}
+		require.NoError(t, c.WriteMessage(websocket.TextMessage, msg))
+		_, got, err := c.ReadMessage()
+		require.NoError(t, err)
+		require.Equal(t, msg, got, "a %d-byte frame", n)
+	}
+}
+
 func TestSlowConsumerIsDroppedWithoutBlockingTheSender(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

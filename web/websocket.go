@@ -58,9 +58,12 @@ type drainer interface {
 	drain(reconnect time.Duration)
 }
 
+// readBufferBytes is the read buffer of each WebSocket connection.
+const readBufferBytes = 256
+
 // NewSockets prepares the upgrader with the origin check and buffer sizes
-// that keep an idle connection small: the read buffer reuses the one of the
-// hijacked HTTP connection and write buffers come from a shared pool.
+// that keep an idle connection small: a 256-byte read buffer, and write
+// buffers taken from a shared pool only while writing.
 func NewSockets(cfg config.Realtime, reg prometheus.Registerer, log *slog.Logger) (*Sockets, error) {
 	s := &Sockets{
 		cfg:     cfg,
@@ -87,8 +90,12 @@ func NewSockets(cfg config.Realtime, reg prometheus.Registerer, log *slog.Logger
 	}
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
-		WriteBufferPool:  &sync.Pool{},
-		CheckOrigin:      originChecker(cfg.AllowedOrigins),
+		// An idle connection keeps its read buffer for life: a small one
+		// (instead of the hijacked 4 KiB reader) saves most of it; larger
+		// frames are read straight into the message, past the buffer.
+		ReadBufferSize:  readBufferBytes,
+		WriteBufferPool: &sync.Pool{},
+		CheckOrigin:     originChecker(cfg.AllowedOrigins),
 	}
 	return s, nil
 }
@@ -245,6 +252,10 @@ func (c *Conn) Deliver(m hub.Message) {
 		c.Send(m.Payload)
 	}
 }
+
+// SetReadLimit replaces realtime.max_message_bytes for this connection, for
+// protocols whose requests are legitimately larger (a subscription list).
+func (c *Conn) SetReadLimit(n int64) { c.ws.SetReadLimit(n) }
 
 // QueueLen is the number of messages waiting to be written.
 func (c *Conn) QueueLen() int {

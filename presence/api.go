@@ -1,0 +1,167 @@
+package presence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/web"
+)
+
+// maxContacts bounds one contact list.
+const maxContacts = 10000
+
+// ReadAPI mounts the read API (user and server) and the contact API:
+//
+//	GET  /v1/presence/users/:id       user JWT, same visibility as the gateway
+//	POST /v1/presence/query           API key, up to presence.max_query_users ids
+//	PUT  /v1/presence/contacts/:user  API key, replace a contact list
+//	GET  /v1/presence/contacts/:user  API key
+func (m *Module) ReadAPI(g *echo.Group, apiKey echo.MiddlewareFunc) error {
+	if m.users == nil || m.policy == nil {
+		return errors.New("presence: the read API needs the user verifier and a policy")
+	}
+	api := &readAPI{m: m}
+	g.GET("/v1/presence/users/:id", api.user, m.users.Middleware())
+	g.POST("/v1/presence/query", api.query, apiKey)
+	if m.contacts != nil {
+		g.PUT("/v1/presence/contacts/:user", api.putContacts, apiKey)
+		g.GET("/v1/presence/contacts/:user", api.getContacts, apiKey)
+	}
+	return nil
+}
+
+type readAPI struct{ m *Module }
+
+func (a *readAPI) user(c echo.Context) error {
+	id := c.Param("id")
+	if !validUserID(id) {
+		return web.BadRequest("%q is not a valid user id", truncate(id, 40))
+	}
+	claims := auth.FromContext(c.Request().Context())
+	ctx := c.Request().Context()
+	forbidden, err := a.m.policy.Forbidden(ctx, Viewer{User: claims.Subject, Rooms: claims.Rooms}, []string{id})
+	if err != nil {
+		return a.unavailable(err)
+	}
+	if len(forbidden) > 0 {
+		return web.Errorf(http.StatusForbidden, "forbidden", "not visible to you: not a contact and no shared room")
+	}
+	sts, err := a.m.st.statuses(ctx, []string{id})
+	if err != nil {
+		return a.unavailable(err)
+	}
+	return c.JSON(http.StatusOK, sts[0].public())
+}
+
+type queryBody struct {
+	Users []string `json:"users"`
+}
+
+func (a *readAPI) query(c echo.Context) error {
+	var body queryBody
+	if err := decodeJSON(c, &body); err != nil {
+		return err
+	}
+	if len(body.Users) == 0 {
+		return web.BadRequest("users is required")
+	}
+	if len(body.Users) > a.m.cfg.MaxQueryUsers {
+		return web.Errorf(http.StatusUnprocessableEntity, "too_many_users", "at most %d users per query", a.m.cfg.MaxQueryUsers)
+	}
+	ids, bad, ok := cleanIDs(body.Users)
+	if !ok {
+		return web.BadRequest("%q is not a valid user id", truncate(bad, 40))
+	}
+	sts, err := a.m.st.statuses(c.Request().Context(), ids)
+	if err != nil {
+		return a.unavailable(err)
+	}
+	out := make([]Status, len(sts))
+	for i, st := range sts {
+		out[i] = st.public()
+	}
+	return c.JSON(http.StatusOK, updatedPayload{Users: out})
+}
+
+type contactsBody struct {
+	User     string   `json:"user,omitempty"`
+	Contacts []string `json:"contacts"`
+}
+
+func (a *readAPI) putContacts(c echo.Context) error {
+	owner := c.Param("user")
+	if !validUserID(owner) {
+		return web.BadRequest("%q is not a valid user id", truncate(owner, 40))
+	}
+	var body contactsBody
+	if err := decodeJSON(c, &body); err != nil {
+		return err
+	}
+	if body.Contacts == nil {
+		return web.BadRequest("contacts is required (an empty list clears it)")
+	}
+	if len(body.Contacts) > maxContacts {
+		return web.Errorf(http.StatusUnprocessableEntity, "too_many_contacts", "at most %d contacts", maxContacts)
+	}
+	ids, bad, ok := cleanIDs(body.Contacts)
+	if !ok {
+		return web.BadRequest("%q is not a valid user id", truncate(bad, 40))
+	}
+	for _, id := range ids {
+		if id == owner {
+			return web.BadRequest("a user is not their own contact")
+		}
+	}
+	ctx := c.Request().Context()
+	if err := a.m.contacts.Replace(ctx, owner, ids); err != nil {
+		return a.unavailable(err)
+	}
+	// Connections of the owner drop the subscriptions no longer allowed.
+	if err := a.m.sendControl(ctx, controlMsg{T: "contacts", U: owner}); err != nil {
+		a.m.log.Warn("presence: announce contact change", "err", err)
+	}
+	list, err := a.m.contacts.List(ctx, owner)
+	if err != nil {
+		return a.unavailable(err)
+	}
+	return c.JSON(http.StatusOK, contactsBody{User: owner, Contacts: list})
+}
+
+func (a *readAPI) getContacts(c echo.Context) error {
+	owner := c.Param("user")
+	if !validUserID(owner) {
+		return web.BadRequest("%q is not a valid user id", truncate(owner, 40))
+	}
+	list, err := a.m.contacts.List(c.Request().Context(), owner)
+	if err != nil {
+		return a.unavailable(err)
+	}
+	return c.JSON(http.StatusOK, contactsBody{User: owner, Contacts: list})
+}
+
+func (a *readAPI) unavailable(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	a.m.log.Warn("presence: read API", "err", err)
+	return web.Unavailable(time.Second, "presence store unavailable")
+}
+
+// decodeJSON strictly decodes a request body.
+func decodeJSON(c echo.Context, v any) error {
+	dec := json.NewDecoder(c.Request().Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return web.BadRequest("the body is not valid JSON for this endpoint: %v", err)
+	}
+	if dec.More() {
+		return web.BadRequest("the body holds more than one JSON value")
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package presence_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/config"
+)
+
+// The sample production configuration loads, validates, and uses the
+// contacts policy; the zero-config default is open.
+func TestSampleProductionConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(config.Source{File: "../deploy/presenced.production.yaml"})
+	require.NoError(t, err)
+	require.Equal(t, config.PresencePolicyContacts, cfg.Presence.Policy)
+	require.False(t, cfg.Auth.DevSecrets)
+	require.Equal(t, config.PresencePolicyOpen, config.Default().Presence.Policy)
+}
+
+func TestPresenceConfigValidation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"PRESENCED_PRESENCE_POLICY=friends"}, "presence.policy"},
+		{[]string{"PRESENCED_PRESENCE_MANUAL_STATUSES=busy,online"}, "presence.manual_statuses"},
+		{[]string{"PRESENCED_PRESENCE_MANUAL_STATUSES=busy,busy"}, "presence.manual_statuses"},
+		{[]string{"PRESENCED_PRESENCE_IDLE_THRESHOLD=0s"}, "presence.idle_threshold"},
+		{[]string{"PRESENCED_PRESENCE_MISS_BUDGET=0"}, "presence.miss_budget"},
+		{[]string{"PRESENCED_PRESENCE_SHARDS=0"}, "presence.shards"},
+		{[]string{"PRESENCED_PRESENCE_MAX_FRAME_BYTES=10"}, "presence.max_frame_bytes"},
+		{[]string{"PRESENCED_PRESENCE_WEBHOOK_URL=ftp://x"}, "presence.webhook.url"},
+		{[]string{"PRESENCED_PRESENCE_WEBHOOK_URL=https://x.example", "PRESENCED_PRESENCE_WEBHOOK_SECRET=short"}, "presence.webhook.secret"},
+	} {
+		_, err := config.Load(config.Source{Environ: tc.env})
+		require.Error(t, err, "%v", tc.env)
+		require.Contains(t, err.Error(), tc.want)
+	}
+}

@@ -1,0 +1,144 @@
+package presence
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/web"
+)
+
+// Control messages reach every gateway holding connections of a user,
+// through one channel per lifecycle shard (a process subscribes to all of
+// them once, whatever its number of users).
+type controlMsg struct {
+	// T is the kind: "subs" (the user's subscriptions changed elsewhere),
+	// "contacts" (their contact list changed: revalidate), "notify" (a
+	// user they wait for came online).
+	T    string  `json:"t"`
+	U    string  `json:"u"`
+	From string  `json:"from,omitempty"`
+	S    *Status `json:"s,omitempty"`
+}
+
+func (m *Module) sendControl(ctx context.Context, msg controlMsg) error {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	return m.hub.Publish(ctx, m.keys.shard(m.keys.shardOf(msg.U)).control, b)
+}
+
+// fireNotifications tells each watcher that subject came online; the
+// one-time subscriptions were consumed by the status change itself.
+func (m *Module) fireNotifications(ctx context.Context, st Status, watchers []string) {
+	pub := st.public()
+	for _, w := range watchers {
+		m.m.notifications.Inc()
+		// Free the watcher's place first: once told, it may ask again.
+		if err := m.st.notified(ctx, w, st.User); err != nil {
+			m.log.Warn("presence: clear notification", "err", err)
+		}
+		if err := m.sendControl(ctx, controlMsg{T: "notify", U: w, S: &pub}); err != nil {
+			m.log.Warn("presence: route notification", "err", err)
+		}
+	}
+}
+
+// controlSub receives the control channels in a gateway process.
+type controlSub struct{ g *gateway }
+
+func (cs controlSub) Deliver(msg hub.Message) {
+	if msg.Resync {
+		return
+	}
+	var cm controlMsg
+	if err := json.Unmarshal(msg.Payload, &cm); err != nil {
+		return
+	}
+	lu := cs.g.f.user(cm.U)
+	if lu == nil {
+		return
+	}
+	switch cm.T {
+	case "notify":
+		if cm.S == nil {
+			return
+		}
+		frame := web.EventFrame(evNotification, notificationPayload{User: cm.S.User, On: StatusOnline, Status: *cm.S}, "")
+		for _, c := range lu.clientList() {
+			c.conn.Send(frame)
+		}
+	case "subs":
+		if cm.From != cs.g.mod.id {
+			go cs.g.resyncSubscriptions(lu)
+		}
+	case "contacts":
+		go cs.g.revalidate(lu)
+	}
+}
+
+// resyncSubscriptions makes this process follow what the user's forward set
+// says after a change made through another gateway, and sends the user's
+// connections here the status of the users added.
+func (g *gateway) resyncSubscriptions(lu *localUser) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lu.changeMu.Lock()
+	defer lu.changeMu.Unlock()
+	ids, err := g.mod.st.subscriptions(ctx, lu.id)
+	if err != nil {
+		g.mod.log.Warn("presence: resync subscriptions", "err", err)
+		return
+	}
+	added, err := g.f.setFollowing(ctx, lu, ids)
+	if err != nil {
+		g.mod.log.Warn("presence: resync subscriptions", "err", err)
+	}
+	if len(added) == 0 {
+		return
+	}
+	for _, c := range lu.clientList() {
+		c.sendSubjects(added, "", false)
+	}
+}
+
+// revalidate drops the subscriptions the user may no longer see after their
+// contact list changed, and tells their connections which.
+func (g *gateway) revalidate(lu *localUser) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lu.changeMu.Lock()
+	defer lu.changeMu.Unlock()
+	clients := lu.clientList()
+	if len(clients) == 0 {
+		return
+	}
+	c := clients[len(clients)-1]
+	subs := lu.followed()
+	ids := make([]string, len(subs))
+	for i, s := range subs {
+		ids[i] = s.id
+	}
+	forbidden, err := g.mod.policy.Forbidden(ctx, Viewer{User: lu.id, Rooms: c.rooms}, ids)
+	if err != nil {
+		g.mod.log.Warn("presence: revalidate subscriptions", "err", err)
+		return
+	}
+	if len(forbidden) == 0 {
+		return
+	}
+	if _, err := g.mod.st.changeSubscriptions(ctx, lu.id, c.sid, subRemove, forbidden); err != nil {
+		g.mod.log.Warn("presence: revalidate subscriptions", "err", err)
+	}
+	dropped := lu.lookup(forbidden)
+	g.f.unfollow(lu, forbidden)
+	frame := web.EventFrame(evError, errorPayload{
+		Code: web.CodeForbidden, Message: "no longer visible: removed from your subscriptions", Users: forbidden,
+	}, "")
+	for _, c := range clients {
+		c.forget(dropped)
+		c.conn.Send(frame)
+	}
+}

@@ -1,0 +1,511 @@
+package presence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/presenced/presenced/internal/hub"
+)
+
+// fanout holds what this process follows: one subject per followed user
+// (one hub subscription, shared by every local follower) and one localUser
+// per connected user (their subscriptions, shared by their connections).
+// Updates reach a connection's pending set; a flusher sends each
+// connection's pending updates as one frame per tick.
+type fanout struct {
+	hub  *hub.Hub
+	st   *stateStore
+	m    *metrics
+	log  *slog.Logger
+	tick time.Duration
+
+	mu       sync.Mutex
+	subjects map[string]*subject
+	users    map[string]*localUser
+
+	ready chan *client
+	lmu   sync.Mutex
+	later []*client
+	spare []*client
+
+	rmu        sync.Mutex
+	refreshQ   map[*subject]struct{}
+	refreshing bool
+}
+
+func newFanout(h *hub.Hub, st *stateStore, m *metrics, log *slog.Logger, tick time.Duration) *fanout {
+	return &fanout{
+		hub: h, st: st, m: m, log: log, tick: tick,
+		subjects: map[string]*subject{},
+		users:    map[string]*localUser{},
+		ready:    make(chan *client, 4096),
+	}
+}
+
+// subject is one followed user in this process.
+type subject struct {
+	id    string
+	topic string
+	f     *fanout
+	cur   atomic.Pointer[Status]
+
+	ready chan struct{} // closed once the hub subscription is confirmed (or failed)
+	err   error
+
+	mu       sync.Mutex
+	watchers map[*localUser]struct{}
+}
+
+// Deliver is called by the hub for each status change of the subject; it
+// decodes the change once for every local follower.
+func (s *subject) Deliver(msg hub.Message) {
+	if msg.Resync {
+		// Changes may have been missed while Redis was away: reread.
+		s.f.queueRefresh(s)
+		return
+	}
+	var st Status
+	if err := json.Unmarshal(msg.Payload, &st); err != nil || st.User != s.id {
+		s.f.log.Warn("presence: undecodable status change", "topic", msg.Topic)
+		return
+	}
+	if s.offer(&st) {
+		s.notify()
+	}
+}
+
+// offer keeps st if it is newer than what the subject holds.
+func (s *subject) offer(st *Status) bool {
+	for {
+		cur := s.cur.Load()
+		if !st.newer(cur) {
+			return false
+		}
+		if s.cur.CompareAndSwap(cur, st) {
+			return true
+		}
+	}
+}
+
+func (s *subject) notify() {
+	s.mu.Lock()
+	watchers := make([]*localUser, 0, len(s.watchers))
+	for lu := range s.watchers {
+		watchers = append(watchers, lu)
+	}
+	s.mu.Unlock()
+	for _, lu := range watchers {
+		for _, c := range lu.clientList() {
+			c.mark(s)
+		}
+	}
+}
+
+// status is the subject's latest known status.
+func (s *subject) status() *Status {
+	if st := s.cur.Load(); st != nil {
+		return st
+	}
+	return offlineStatus(s.id)
+}
+
+// queueRefresh rereads a subject's status after its upstream subscription
+// was re-established. After a reconnect every subject of the process comes
+// at once: one goroutine reads them in batches instead of one read each.
+func (f *fanout) queueRefresh(s *subject) {
+	f.rmu.Lock()
+	defer f.rmu.Unlock()
+	if f.refreshQ == nil {
+		f.refreshQ = map[*subject]struct{}{}
+	}
+	f.refreshQ[s] = struct{}{}
+	if !f.refreshing {
+		f.refreshing = true
+		go f.refreshLoop()
+	}
+}
+
+const refreshBatch = 500
+
+func (f *fanout) refreshLoop() {
+	for {
+		f.rmu.Lock()
+		batch := make([]*subject, 0, min(len(f.refreshQ), refreshBatch))
+		for s := range f.refreshQ {
+			if len(batch) == refreshBatch {
+				break
+			}
+			batch = append(batch, s)
+			delete(f.refreshQ, s)
+		}
+		if len(batch) == 0 {
+			f.refreshing = false
+			f.rmu.Unlock()
+			return
+		}
+		f.rmu.Unlock()
+		ids := make([]string, len(batch))
+		for i, s := range batch {
+			ids[i] = s.id
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		sts, err := f.st.statuses(ctx, ids)
+		cancel()
+		if err != nil {
+			f.log.Warn("presence: refresh after resubscribe", "users", len(ids), "err", err)
+			time.Sleep(time.Second)
+			f.rmu.Lock()
+			for _, s := range batch {
+				f.refreshQ[s] = struct{}{}
+			}
+			f.rmu.Unlock()
+			continue
+		}
+		for i, s := range batch {
+			if s.offer(sts[i]) {
+				s.notify()
+			}
+		}
+	}
+}
+
+// localUser is a user with connections in this process.
+type localUser struct {
+	id string
+	// changeMu serialises subscription changes of this user in this
+	// process, so snapshots and the followed set agree.
+	changeMu sync.Mutex
+	hydrated bool
+
+	mu       sync.Mutex
+	clients  []*client
+	subjects map[string]*subject
+}
+
+func (lu *localUser) clientList() []*client {
+	lu.mu.Lock()
+	defer lu.mu.Unlock()
+	return append([]*client(nil), lu.clients...)
+}
+
+func (lu *localUser) follows(s *subject) bool {
+	lu.mu.Lock()
+	defer lu.mu.Unlock()
+	return lu.subjects[s.id] == s
+}
+
+func (lu *localUser) followed() []*subject {
+	lu.mu.Lock()
+	defer lu.mu.Unlock()
+	out := make([]*subject, 0, len(lu.subjects))
+	for _, s := range lu.subjects {
+		out = append(out, s)
+	}
+	return out
+}
+
+// lookup returns the subjects of ids this user follows here.
+func (lu *localUser) lookup(ids []string) []*subject {
+	lu.mu.Lock()
+	defer lu.mu.Unlock()
+	out := make([]*subject, 0, len(ids))
+	for _, id := range ids {
+		if s := lu.subjects[id]; s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// attach registers a connection of its user.
+func (f *fanout) attach(c *client) *localUser {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lu := f.users[c.user]
+	if lu == nil {
+		lu = &localUser{id: c.user, subjects: map[string]*subject{}}
+		f.users[c.user] = lu
+	}
+	// Set before c is reachable through lu: a change arriving right away
+	// flushes c, which needs its user.
+	c.lu = lu
+	lu.mu.Lock()
+	lu.clients = append(lu.clients, c)
+	lu.mu.Unlock()
+	return lu
+}
+
+// detach removes a connection; the user's last connection leaving releases
+// every subject they followed here.
+func (f *fanout) detach(c *client) {
+	lu := c.lu
+	f.mu.Lock()
+	lu.mu.Lock()
+	for i, x := range lu.clients {
+		if x == c {
+			lu.clients = append(lu.clients[:i], lu.clients[i+1:]...)
+			break
+		}
+	}
+	last := len(lu.clients) == 0
+	var drop []*subject
+	if last {
+		if f.users[lu.id] == lu {
+			delete(f.users, lu.id)
+		}
+		for _, s := range lu.subjects {
+			drop = append(drop, s)
+		}
+		lu.subjects = map[string]*subject{}
+	}
+	lu.mu.Unlock()
+	f.mu.Unlock()
+	for _, s := range drop {
+		f.release(s, lu)
+	}
+}
+
+// user returns the local user with id, if connected here.
+func (f *fanout) user(id string) *localUser {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.users[id]
+}
+
+// setFollowing makes lu follow exactly ids here, and returns the subjects
+// added. The caller holds lu.changeMu.
+func (f *fanout) setFollowing(ctx context.Context, lu *localUser, ids []string) ([]*subject, error) {
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	lu.mu.Lock()
+	var drop []string
+	for id := range lu.subjects {
+		if !want[id] {
+			drop = append(drop, id)
+		}
+	}
+	lu.mu.Unlock()
+	f.unfollow(lu, drop)
+	return f.follow(ctx, lu, ids)
+}
+
+// follow adds ids to what lu follows here, subscribing upstream once per
+// subject, and returns the subjects newly followed, with a current status.
+// The caller holds lu.changeMu.
+func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) ([]*subject, error) {
+	var added []*subject
+	var created []*subject
+	f.mu.Lock()
+	lu.mu.Lock()
+	for _, id := range ids {
+		if lu.subjects[id] != nil {
+			continue
+		}
+		s := f.subjects[id]
+		if s == nil {
+			s = &subject{id: id, topic: f.st.keys.user(id).channel, f: f, ready: make(chan struct{}), watchers: map[*localUser]struct{}{}}
+			f.subjects[id] = s
+			created = append(created, s)
+			f.m.subjects.Inc()
+		}
+		s.mu.Lock()
+		s.watchers[lu] = struct{}{}
+		s.mu.Unlock()
+		lu.subjects[id] = s
+		added = append(added, s)
+	}
+	lu.mu.Unlock()
+	f.mu.Unlock()
+
+	f.subscribe(created)
+	var failed []string
+	var fresh []*subject
+	for _, s := range added {
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+		}
+		if s.err != nil || ctx.Err() != nil {
+			failed = append(failed, s.id)
+			continue
+		}
+		if s.cur.Load() == nil {
+			fresh = append(fresh, s)
+		}
+	}
+	if len(failed) > 0 {
+		f.unfollow(lu, failed)
+		return nil, fmt.Errorf("presence: subscribe %d users: %w", len(failed), firstErr(ctx, added))
+	}
+	if err := f.load(ctx, fresh); err != nil {
+		return added, err
+	}
+	return added, nil
+}
+
+func firstErr(ctx context.Context, subs []*subject) error {
+	for _, s := range subs {
+		select {
+		case <-s.ready:
+			if s.err != nil {
+				return s.err
+			}
+		default:
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("not confirmed")
+}
+
+// subscribe takes the hub subscriptions of new subjects, many at a time.
+func (f *fanout) subscribe(created []*subject) {
+	if len(created) == 0 {
+		return
+	}
+	var g errgroup.Group
+	g.SetLimit(64)
+	for _, s := range created {
+		g.Go(func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s.err = f.hub.Subscribe(ctx, s.topic, s)
+			if s.err != nil {
+				f.mu.Lock()
+				if f.subjects[s.id] == s {
+					delete(f.subjects, s.id)
+					f.m.subjects.Dec()
+				}
+				f.mu.Unlock()
+			}
+			close(s.ready)
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+// load reads the current status of subjects just subscribed. It runs after
+// the subscription is confirmed, so no change falls between the two.
+func (f *fanout) load(ctx context.Context, subs []*subject) error {
+	if len(subs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(subs))
+	for i, s := range subs {
+		ids[i] = s.id
+	}
+	sts, err := f.st.statuses(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i, s := range subs {
+		s.offer(sts[i])
+	}
+	return nil
+}
+
+// unfollow removes ids from what lu follows here. The caller holds
+// lu.changeMu.
+func (f *fanout) unfollow(lu *localUser, ids []string) {
+	var drop []*subject
+	lu.mu.Lock()
+	for _, id := range ids {
+		if s := lu.subjects[id]; s != nil {
+			delete(lu.subjects, id)
+			drop = append(drop, s)
+		}
+	}
+	lu.mu.Unlock()
+	for _, s := range drop {
+		f.release(s, lu)
+	}
+}
+
+// release drops lu from a subject's watchers; the last one unsubscribes.
+func (f *fanout) release(s *subject, lu *localUser) {
+	f.mu.Lock()
+	s.mu.Lock()
+	delete(s.watchers, lu)
+	empty := len(s.watchers) == 0
+	s.mu.Unlock()
+	if empty && f.subjects[s.id] == s {
+		delete(f.subjects, s.id)
+		f.m.subjects.Dec()
+	}
+	f.mu.Unlock()
+	if empty {
+		f.hub.Unsubscribe(s.topic, s)
+	}
+}
+
+// schedule queues a connection for a flush at due (Unix ns): now if it has
+// not sent within the last tick, else at the next tick.
+func (f *fanout) schedule(c *client, due int64) {
+	if due <= time.Now().UnixNano() {
+		select {
+		case f.ready <- c:
+			return
+		default:
+		}
+	}
+	f.lmu.Lock()
+	f.later = append(f.later, c)
+	f.lmu.Unlock()
+}
+
+// runFlusher sends pending updates: workers flush connections that are
+// due, a ticker releases the deferred ones every tick.
+func (f *fanout) runFlusher(ctx context.Context, workers int) {
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case c := <-f.ready:
+					c.flush()
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	t := time.NewTicker(f.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-t.C:
+		}
+		f.lmu.Lock()
+		batch := f.later
+		f.later = f.spare[:0]
+		f.lmu.Unlock()
+		for i, c := range batch {
+			select {
+			case f.ready <- c:
+			case <-ctx.Done():
+				wg.Wait()
+				return
+			}
+			batch[i] = nil
+		}
+		f.lmu.Lock()
+		f.spare = batch[:0]
+		f.lmu.Unlock()
+	}
+}

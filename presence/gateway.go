@@ -1,0 +1,319 @@
+package presence
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/web"
+)
+
+// gateway serves /v1/presence/ws.
+type gateway struct {
+	mod       *Module
+	cfg       config.Presence
+	f         *fanout
+	m         *metrics
+	highWater int
+	idle      *idleWheel
+	// jobs feeds the request workers. Requests run there, not on the
+	// connection's reader, whose stack an idle connection keeps; and a
+	// burst (thousands of connections closing together) waits on the
+	// readers' small stacks instead of piling up deep goroutines.
+	jobs    chan job
+	workers sync.WaitGroup
+	// opening bounds the connections being opened at once: a reconnect
+	// storm gets 503 with a jittered Retry-After instead of a Redis queue.
+	opening chan struct{}
+
+	wg sync.WaitGroup // connection goroutines, waited for at shutdown
+}
+
+func newGateway(m *Module, sendQueue int) *gateway {
+	hw := sendQueue / 2
+	if hw < 1 {
+		hw = 1
+	}
+	g := &gateway{
+		mod: m, cfg: m.cfg, f: m.f, m: m.m, highWater: hw, idle: newIdleWheel(),
+		jobs: make(chan job), opening: make(chan struct{}, maxOpening),
+	}
+	for i := 0; i < maxInFlight; i++ {
+		g.workers.Add(1)
+		go g.work()
+	}
+	return g
+}
+
+// maxInFlight is the number of request workers of a gateway.
+const maxInFlight = 256
+
+// maxOpening bounds the connections of a gateway being opened at once.
+const maxOpening = 512
+
+// job is one frame of a connection to handle; msg nil is its end.
+type job struct {
+	c   *client
+	msg []byte
+}
+
+func (g *gateway) work() {
+	defer g.workers.Done()
+	for j := range g.jobs {
+		if j.msg == nil {
+			j.c.finish()
+		} else {
+			j.c.handle(j.msg)
+		}
+		j.c.busy.Done()
+	}
+}
+
+// opTimeout bounds one request's work against the stores.
+const opTimeout = 5 * time.Second
+
+// handle authenticates, upgrades and opens the session on the HTTP
+// handler's goroutine, then hands the connection to a reader goroutine of
+// its own and returns: the handler's deep stack does not stay with every
+// idle connection.
+func (g *gateway) handle(c echo.Context) error {
+	tok := auth.TokenFromRequest(c.Request())
+	if tok == "" {
+		return web.Errorf(http.StatusUnauthorized, "unauthorized", "a bearer token is required (Authorization header or ?token=)")
+	}
+	claims, err := g.mod.users.Verify(tok)
+	if err != nil {
+		return web.Errorf(http.StatusUnauthorized, "unauthorized", "the token is not valid")
+	}
+	if !validUserID(claims.Subject) {
+		return web.Errorf(http.StatusUnauthorized, "unauthorized", "the token's subject is not a usable user id")
+	}
+	select {
+	case g.opening <- struct{}{}:
+		defer func() { <-g.opening }()
+	default:
+		g.m.protocolErrs.WithLabelValues("busy").Inc()
+		return web.Unavailable(time.Second, "too many connections opening at once; retry after the delay")
+	}
+	// Counted before the upgrade, so shutdown, which waits for the
+	// connections after the sockets are drained, cannot miss this one.
+	g.wg.Add(1)
+	conn, err := g.mod.sockets.Upgrade(c, "presence")
+	if err != nil {
+		g.wg.Done()
+		return err
+	}
+	conn.SetReadLimit(g.cfg.MaxFrameBytes)
+	cl := &client{
+		g: g, conn: conn, user: claims.Subject, sid: store.NewToken()[:16], rooms: claims.Rooms,
+		msgs:       newBucket(g.cfg.MessagesPerSecond, g.cfg.MessageBurst),
+		subChanges: newBucket(float64(g.cfg.SubscriptionChangesPerMinute)/60, g.cfg.SubscriptionChangesPerMinute),
+	}
+	if claims.ExpiresAt != nil {
+		cl.exp = claims.ExpiresAt.Unix()
+	}
+	if !cl.open() {
+		g.wg.Done()
+		return nil
+	}
+	go cl.serve()
+	return nil
+}
+
+// run serves the gateway's background work until ctx ends, then waits for
+// the connections (closed by the server's drain) to record their closes.
+func (g *gateway) run(ctx context.Context) error {
+	sub := controlSub{g: g}
+	for n := 0; n < g.cfg.Shards; n++ {
+		topic := g.mod.keys.shard(n).control
+		if err := g.mod.hub.Subscribe(ctx, topic, sub); err != nil {
+			return err
+		}
+		defer g.mod.hub.Unsubscribe(topic, sub)
+	}
+	count := g.countSessions
+	g.m.sessions.count.Store(&count)
+	go g.idle.run(ctx)
+	g.f.runFlusher(ctx, max(2, runtime.GOMAXPROCS(0)))
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		close(g.jobs)
+		g.workers.Wait()
+	case <-time.After(5 * time.Second):
+		g.mod.log.Warn("presence: connections still closing at shutdown")
+	}
+	return nil
+}
+
+// countSessions counts the sessions of this process by device state.
+func (g *gateway) countSessions() (active, inactive int) {
+	now := time.Now().UnixNano()
+	g.f.mu.Lock()
+	users := make([]*localUser, 0, len(g.f.users))
+	for _, lu := range g.f.users {
+		users = append(users, lu)
+	}
+	g.f.mu.Unlock()
+	for _, lu := range users {
+		for _, c := range lu.clientList() {
+			switch {
+			case c.ended.Load():
+			case c.deviceActive(now):
+				active++
+			default:
+				inactive++
+			}
+		}
+	}
+	return active, inactive
+}
+
+// serve reads one connection's requests in order and, on a close without
+// session:disconnect, starts the grace period. A worker handles each
+// request while the reader waits: the store calls deepen the worker's
+// stack, not the reader's, which is what an idle connection keeps.
+func (c *client) serve() {
+	g := c.g
+	defer g.wg.Done()
+	g.m.connections.Inc()
+	defer g.m.connections.Dec()
+	for {
+		msg, err := c.conn.Read()
+		if err != nil {
+			break
+		}
+		c.dispatch(msg)
+	}
+	c.dispatch(nil)
+}
+
+// dispatch has a worker handle msg (nil: the end of the connection) and
+// waits for it, so a connection's requests keep their order.
+func (c *client) dispatch(msg []byte) {
+	c.busy.Add(1)
+	c.g.jobs <- job{c: c, msg: msg}
+	c.busy.Wait()
+}
+
+// open registers the session, its deadline and rooms, attaches the
+// connection to its user here and sends the initial snapshot.
+func (c *client) open() bool {
+	g := c.g
+	// Not derived from the connection's context: a child would leave a
+	// children map behind in every connection's context.
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	now := time.Now().UnixNano()
+	c.lastAct.Store(now)
+	c.lastFlush = now
+	res, err := g.mod.st.step(ctx, c.user, "open", c.sid)
+	if errors.Is(err, errTooManySessions) {
+		c.closeWithError(web.CodeLimitExceeded, "too many sessions for this user; close another device or tab", "", web.ClosePolicy, "too many sessions")
+		return false
+	}
+	if err == nil {
+		g.mod.changed(ctx, res)
+		// Without a deadline, a crash of this gateway would leave the
+		// session online forever: no deadline, no session.
+		err = g.mod.st.ping(ctx, c.sid, c.user, false)
+		if err == nil && g.cfg.Policy == config.PresencePolicyContacts {
+			err = g.mod.st.setRooms(ctx, c.user, c.rooms)
+		}
+		if err != nil {
+			if closed, cerr := g.mod.st.step(ctx, c.user, "close", c.sid); cerr == nil {
+				g.mod.changed(ctx, closed)
+			}
+		}
+	}
+	if err != nil {
+		g.mod.log.Warn("presence: open session", "err", err)
+		c.closeWithError(web.CodeUnavailable, "presence is unavailable; reconnect later", "", 1013, "try again later")
+		return false
+	}
+	c.armIdle(res.IdleIn)
+
+	c.lu = g.f.attach(c)
+	c.lu.changeMu.Lock()
+	defer c.lu.changeMu.Unlock()
+	if !c.lu.hydrated {
+		// Subscriptions outlive a connection while the user stays online
+		// (a reload within the grace period): follow them again here.
+		ids, err := g.mod.st.subscriptions(ctx, c.user)
+		if err == nil {
+			_, err = g.f.setFollowing(ctx, c.lu, ids)
+		}
+		if err != nil {
+			g.mod.log.Warn("presence: restore subscriptions", "err", err)
+		} else {
+			c.lu.hydrated = true
+		}
+	}
+	c.sendSubjects(c.lu.followed(), "", true)
+	return true
+}
+
+// finish runs when the socket is gone. Unless the session was ended, it
+// lingers for the grace period: its last sign of life is a "closed" ping
+// whose deadline is the grace, so a reconnect within it never shows offline.
+func (c *client) finish() {
+	g := c.g
+	c.markClosed()
+	c.stopIdle()
+	g.f.detach(c)
+	if c.ended.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := g.mod.st.ping(ctx, c.sid, c.user, true); err != nil {
+		// The session still expires at its TTL.
+		g.mod.log.Warn("presence: record close", "err", err)
+	}
+}
+
+// onIdle recomputes the user's status when they may have turned idle.
+func (c *client) onIdle() {
+	if c.ended.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	res, err := c.g.mod.st.step(ctx, c.user, "recompute", c.sid)
+	if err != nil {
+		c.g.mod.log.Warn("presence: idle check", "err", err)
+		c.armIdle(time.Minute)
+		return
+	}
+	c.g.mod.changed(ctx, res)
+	c.armIdle(res.IdleIn)
+}
+
+func (c *client) sendError(code, msg, correlationID string, users []string) {
+	c.g.m.protocolErrs.WithLabelValues(code).Inc()
+	c.conn.Send(web.EventFrame(evError, errorPayload{Code: code, Message: msg, Users: users}, correlationID))
+}
+
+// closeWithError sends an error event, then closes once it is written.
+func (c *client) closeWithError(code, msg, correlationID string, closeCode int, reason string) {
+	c.g.m.protocolErrs.WithLabelValues(code).Inc()
+	c.conn.SendAndClose(web.EventFrame(evError, errorPayload{Code: code, Message: msg}, correlationID), closeCode, reason)
+}
+
+// endSession answers a request on a session that is over and closes: the
+// user is offline, and only a new connection brings them back.
+func (c *client) endSession(correlationID string) {
+	c.ended.Store(true)
+	c.stopIdle()
+	c.closeWithError(codeInvalidTransition, "this session has ended (the user is offline); only a new connection comes back online",
+		correlationID, closeSessionEnded, "session ended")
+}

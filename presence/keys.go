@@ -1,0 +1,70 @@
+package presence
+
+import (
+	"hash/fnv"
+	"strconv"
+
+	"github.com/presenced/presenced/store"
+)
+
+// keys names the module's Redis keys. A user's keys share the tag
+// {presence:<user>}; a lifecycle shard's share {presence-shard:<n>}.
+type keys struct {
+	ks     store.Keyspace
+	shards int
+}
+
+type userKeys struct {
+	status    string // HASH s, m, since, v, la
+	sessions  string // HASH sid -> "<lastActiveMs>|<a|i>"
+	subs      string // SET of users this user follows (forward)
+	followers string // SET of users following this user (reverse)
+	notify    string // SET of users waiting for this user to come online
+	waiting   string // SET of users this user waits for (one-time notifications)
+	rooms     string // SET of rooms from this user's latest token
+	channel   string // pub/sub channel of status changes
+}
+
+func (k keys) user(id string) userKeys {
+	e := k.ks.Entity("presence", id)
+	return userKeys{
+		status:    e.Key("status"),
+		sessions:  e.Key("sessions"),
+		subs:      e.Key("subs"),
+		followers: e.Key("followers"),
+		notify:    e.Key("notify"),
+		waiting:   e.Key("waiting"),
+		rooms:     e.Key("rooms"),
+		channel:   e.Key("updates"),
+	}
+}
+
+type shardKeys struct {
+	pings     string // STREAM of pings and closes: m, t (ttl ms), k (p|c)
+	deadlines string // ZSET member -> deadline ms
+	lastSeen  string // HASH member -> "<ms*1000+seq>|<p|c>"
+	events    string // STREAM of inactive events: m, r (reason), d
+	changes   string // STREAM of status changes for webhooks
+	dead      string // STREAM of dead-lettered entries
+	control   string // pub/sub channel of control messages for users of the shard
+}
+
+func (k keys) shard(n int) shardKeys {
+	e := k.ks.Entity("presence-shard", strconv.Itoa(n))
+	return shardKeys{
+		pings:     e.Key("pings"),
+		deadlines: e.Key("deadlines"),
+		lastSeen:  e.Key("lastseen"),
+		events:    e.Key("events"),
+		changes:   e.Key("changes"),
+		dead:      e.Key("dead"),
+		control:   e.Key("control"),
+	}
+}
+
+// shardOf places a user in a lifecycle shard by a stable hash.
+func (k keys) shardOf(user string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(user))
+	return int(h.Sum32() % uint32(k.shards))
+}

@@ -1,0 +1,229 @@
+package presence
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// expireBatch bounds the sessions one scheduler call ends per shard.
+const expireBatch = 500
+
+// Consumer groups of the session lifecycle.
+const (
+	groupPings    = "presence-pings"
+	groupCleanup  = "presence-cleanup"
+	groupWebhooks = "presence-webhooks"
+)
+
+// Lifecycle returns the loop of the session lifecycle (worker role): the
+// ping consumers, the deadline scheduler and the cleanup consumer. Any
+// number of workers may run it.
+func (m *Module) Lifecycle() func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		pings := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
+		events := newConsumer(m, "events", groupCleanup, func(n int) string { return m.keys.shard(n).events })
+		if err := pings.ensureGroups(ctx); err != nil {
+			return err
+		}
+		loops := []func(context.Context) error{
+			func(ctx context.Context) error { return pings.loop(ctx, m.applyPings) },
+			func(ctx context.Context) error { return events.loop(ctx, m.cleanup) },
+			func(ctx context.Context) error { return m.schedule(ctx, pings, events) },
+		}
+		if m.cfg.Webhook.URL != "" {
+			loops = append(loops, newWebhookSender(m).run)
+		}
+		return runAll(ctx, loops)
+	}
+}
+
+// runAll runs loops until ctx ends or one fails.
+func runAll(ctx context.Context, loops []func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(loops))
+	for _, l := range loops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l(ctx); err != nil && ctx.Err() == nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// applyPings moves a batch of pings of one shard into its deadline index.
+func (m *Module) applyPings(ctx context.Context, c *consumer, shard int, msgs []redis.XMessage) []string {
+	sk := m.keys.shard(shard)
+	args := make([]any, 0, len(msgs)*4)
+	ids := make([]string, 0, len(msgs))
+	for _, msg := range msgs {
+		mem, _ := msg.Values["m"].(string)
+		ttl, err := strconv.ParseInt(str(msg.Values["t"]), 10, 64)
+		kind := str(msg.Values["k"])
+		pos, ok := idPosition(msg.ID)
+		if _, _, valid := splitMember(mem); !valid || err != nil || ttl < 0 || !ok || (kind != "p" && kind != "c") {
+			if err := c.deadLetter(ctx, shard, msg.ID, "malformed ping"); err != nil {
+				m.log.Warn("presence: dead-letter ping", "err", err)
+			}
+			continue
+		}
+		args = append(args, mem, pos, ttl, kind)
+		ids = append(ids, msg.ID)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := pingApplyScript.Run(ctx, m.rdb, []string{sk.deadlines, sk.lastSeen}, args...).Err(); err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("presence: apply pings", "err", err)
+		}
+		return nil
+	}
+	return ids
+}
+
+// cleanup ends the sessions of inactive events. It is idempotent: an event
+// handled twice finds the session gone and changes nothing.
+func (m *Module) cleanup(ctx context.Context, c *consumer, shard int, msgs []redis.XMessage) []string {
+	sk := m.keys.shard(shard)
+	var done []string
+	for _, msg := range msgs {
+		mem := str(msg.Values["m"])
+		reason := str(msg.Values["r"])
+		sid, user, ok := splitMember(mem)
+		if !ok || (reason != "timeout" && reason != "closed" && reason != "disconnect") {
+			if err := c.deadLetter(ctx, shard, msg.ID, "malformed inactive event"); err != nil {
+				m.log.Warn("presence: dead-letter event", "err", err)
+			}
+			continue
+		}
+		if reason == "disconnect" {
+			// The gateway ended the session itself; clear its lifecycle
+			// entries (a ping read after this re-adds them, and the
+			// scheduler then finds nothing left to end).
+			_, err := m.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.ZRem(ctx, sk.deadlines, mem)
+				p.HDel(ctx, sk.lastSeen, mem)
+				return nil
+			})
+			if err != nil {
+				m.log.Warn("presence: cleanup", "err", err)
+				continue
+			}
+		}
+		res, err := m.st.step(ctx, user, "close", sid)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.Warn("presence: cleanup", "err", err)
+			}
+			continue
+		}
+		outcome := "ended"
+		if res.Result == "absent" {
+			outcome = "absent"
+		}
+		m.m.cleanups.WithLabelValues(reason, outcome).Inc()
+		m.changed(ctx, res)
+		done = append(done, msg.ID)
+	}
+	return done
+}
+
+// schedule runs the scheduler: every period, each shard's passed deadlines
+// become inactive events, and the groups' backlog is exported.
+func (m *Module) schedule(ctx context.Context, pings, events *consumer) error {
+	t := time.NewTicker(m.cfg.SchedulerInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := m.scheduleOnce(ctx, pings, events); err != nil && ctx.Err() == nil {
+			m.log.Warn("presence: scheduler", "err", err)
+		}
+	}
+}
+
+func (m *Module) scheduleOnce(ctx context.Context, pings, events *consumer) error {
+	states, err := pings.state(ctx)
+	if err != nil {
+		return err
+	}
+	nowMs := time.Now().UnixMilli()
+	pings.report(states, nowMs)
+	if es, err := events.state(ctx); err == nil {
+		events.report(es, nowMs)
+	}
+	var tracked int64
+	for n := 0; n < m.cfg.Shards; n++ {
+		sk := m.keys.shard(n)
+		wm := watermark(states[n])
+		for {
+			counts, err := expireScript.Run(ctx, m.rdb, []string{sk.deadlines, sk.lastSeen, sk.events}, wm, expireBatch, m.cfg.EventsMaxLen).Int64Slice()
+			if err != nil {
+				return err
+			}
+			if len(counts) != 2 {
+				return errors.New("presence: expire: unexpected reply")
+			}
+			m.m.expired.WithLabelValues("timeout").Add(float64(counts[0]))
+			m.m.expired.WithLabelValues("closed").Add(float64(counts[1]))
+			if counts[0]+counts[1] < expireBatch {
+				break
+			}
+		}
+		card, err := m.rdb.ZCard(ctx, sk.deadlines).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		tracked += card
+	}
+	m.m.tracked.Set(float64(tracked))
+	return nil
+}
+
+// watermark is the time before which every ping of the shard has been
+// applied: the oldest unacknowledged entry, or the last delivered one when
+// entries wait undelivered. A deadline before it is final.
+func watermark(s groupState) int64 {
+	wm := int64(math.MaxInt64)
+	if s.pending > 0 {
+		if ms := idMillis(s.oldestPending); ms > 0 {
+			wm = ms
+		}
+	}
+	if s.undelivered() {
+		if ms := idMillis(s.lastDelivered); ms < wm {
+			wm = ms
+		}
+	}
+	if wm == math.MaxInt64 {
+		// Nothing in flight: the script caps it at the current time.
+		return math.MaxInt64 / 2
+	}
+	return wm
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}

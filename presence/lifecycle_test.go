@@ -1,0 +1,338 @@
+package presence
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/store"
+)
+
+// newTestModule builds a module over rdb without any HTTP part.
+func newTestModule(t testing.TB, rdb redis.UniversalClient, prefix string, mutate func(*config.Presence)) *Module {
+	t.Helper()
+	cfg := config.Default().Presence
+	cfg.Shards = 2
+	cfg.PingInterval = time.Second
+	cfg.MissBudget = 2
+	cfg.SchedulerInterval = 50 * time.Millisecond
+	cfg.StreamPoll = 10 * time.Millisecond
+	cfg.ClaimIdle = 300 * time.Millisecond
+	cfg.MaxDeliveries = 3
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	reg := prometheus.NewRegistry()
+	h, err := hub.New(rdb, reg, testenv.Logger())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	m, err := New(Deps{Config: cfg, Redis: rdb, Hub: h, Keys: store.NewKeyspace(prefix), Metrics: reg, Log: testenv.Logger()})
+	require.NoError(t, err)
+	return m
+}
+
+func runLifecycle(t *testing.T, m *Module) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = m.Lifecycle()(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// openSession registers a session the way the gateway does.
+func openSession(t *testing.T, m *Module, user string) string {
+	t.Helper()
+	ctx := context.Background()
+	sid := store.NewToken()[:16]
+	_, err := m.st.step(ctx, user, "open", sid)
+	require.NoError(t, err)
+	require.NoError(t, m.st.ping(ctx, sid, user, false))
+	return sid
+}
+
+func statusOf(t *testing.T, m *Module, user string) *Status {
+	t.Helper()
+	sts, err := m.st.statuses(context.Background(), []string{user})
+	require.NoError(t, err)
+	return sts[0]
+}
+
+// Sessions whose pings stop expire through pings → deadlines → scheduler →
+// events → cleanup, once each even with several workers running.
+func TestLifecycleExpiresOnceWithSeveralWorkers(t *testing.T) {
+	t.Parallel()
+	expireOnce(t, testenv.Redis(t))
+}
+
+func TestLifecycleExpiresOnceWithSeveralWorkersOnACluster(t *testing.T) {
+	t.Parallel()
+	expireOnce(t, testenv.RedisCluster(t))
+}
+
+func expireOnce(t *testing.T, rdb redis.UniversalClient) {
+	prefix := testenv.Prefix(t)
+	workers := []*Module{newTestModule(t, rdb, prefix, nil), newTestModule(t, rdb, prefix, nil), newTestModule(t, rdb, prefix, nil)}
+	gw := workers[0]
+	const n = 40
+	for i := 0; i < n; i++ {
+		openSession(t, gw, fmt.Sprintf("u%d", i))
+	}
+	for _, w := range workers {
+		runLifecycle(t, w)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		for i := 0; i < n; i++ {
+			if statusOf(t, gw, fmt.Sprintf("u%d", i)).Status != StatusOffline {
+				return false
+			}
+		}
+		return true
+	}, "every session expired")
+	ctx := context.Background()
+	var events int64
+	for shard := 0; shard < gw.cfg.Shards; shard++ {
+		l, err := rdb.XLen(ctx, gw.keys.shard(shard).events).Result()
+		require.NoError(t, err)
+		events += l
+	}
+	require.Equal(t, int64(n), events, "one inactive event per session, whatever the number of schedulers")
+	for i := 0; i < n; i++ {
+		require.Equal(t, int64(2), statusOf(t, gw, fmt.Sprintf("u%d", i)).V, "online then offline, nothing more")
+	}
+	var cleaned float64
+	for _, w := range workers {
+		cleaned += testutil.ToFloat64(w.m.cleanups.WithLabelValues("timeout", "ended"))
+	}
+	require.Equal(t, float64(n), cleaned)
+}
+
+// Cleanup is idempotent: the same inactive event handled again changes
+// nothing.
+func TestCleanupIsIdempotent(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
+	sid := openSession(t, m, "ida")
+	msg := redis.XMessage{ID: "1-1", Values: map[string]any{"m": member(sid, "ida"), "r": "timeout"}}
+	c := newConsumer(m, "events", groupCleanup, func(n int) string { return m.keys.shard(n).events })
+	ctx := context.Background()
+	require.Equal(t, []string{"1-1"}, m.cleanup(ctx, c, 0, []redis.XMessage{msg}))
+	first := statusOf(t, m, "ida")
+	require.Equal(t, StatusOffline, first.Status)
+	require.Equal(t, []string{"1-1"}, m.cleanup(ctx, c, 0, []redis.XMessage{msg}))
+	require.Equal(t, first, statusOf(t, m, "ida"))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.m.cleanups.WithLabelValues("timeout", "absent")))
+}
+
+// A lagging ping consumer cannot make the scheduler expire a live session:
+// deadlines count only up to the point every ping has been applied.
+func TestSchedulerWaitsForLaggingConsumers(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
+	ctx := context.Background()
+	pings := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
+	events := newConsumer(m, "events", groupCleanup, func(n int) string { return m.keys.shard(n).events })
+	require.NoError(t, pings.ensureGroups(ctx))
+	sk := m.keys.shard(0)
+
+	sid := openSession(t, m, "lag")
+	mem := member(sid, "lag")
+	unread, err := rdb.XRange(ctx, sk.pings, "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, unread, 1)
+	// A deadline that passed just after the ping the gateway wrote, as if
+	// an earlier ping were the last applied: that ping is still unread.
+	require.NoError(t, rdb.ZAdd(ctx, sk.deadlines, redis.Z{Score: float64(idMillis(unread[0].ID) + 1), Member: mem}).Err())
+	time.Sleep(5 * time.Millisecond)
+	require.NoError(t, m.scheduleOnce(ctx, pings, events))
+	n, err := rdb.XLen(ctx, sk.events).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "an unread ping holds the scheduler back")
+	require.Equal(t, 1.0, testutil.ToFloat64(m.m.streamLag.WithLabelValues("pings")))
+
+	// Read but not acknowledged (a consumer that died mid-batch): still held.
+	_, err = rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: groupPings, Consumer: "dead", Streams: []string{sk.pings, ">"}, Count: 10, Block: -1}).Result()
+	require.NoError(t, err)
+	require.NoError(t, m.scheduleOnce(ctx, pings, events))
+	n, _ = rdb.XLen(ctx, sk.events).Result()
+	require.Zero(t, n)
+	require.Equal(t, 1.0, testutil.ToFloat64(m.m.streamPending.WithLabelValues("pings")))
+
+	// Without the watermark this deadline would have expired the session.
+	// Once applied, the deadline is the ping's and the session lives on.
+	msgs, err := rdb.XRange(ctx, sk.pings, "-", "+").Result()
+	require.NoError(t, err)
+	ids := m.applyPings(ctx, pings, 0, msgs)
+	require.NoError(t, pings.ack(ctx, 0, ids))
+	require.NoError(t, m.scheduleOnce(ctx, pings, events))
+	n, _ = rdb.XLen(ctx, sk.events).Result()
+	require.Zero(t, n)
+	score, err := rdb.ZScore(ctx, sk.deadlines, mem).Result()
+	require.NoError(t, err)
+	require.Greater(t, score, float64(time.Now().UnixMilli()))
+}
+
+// Entries a dead consumer took are claimed by a live one; entries that keep
+// failing, or cannot be parsed, go to the dead-letter stream.
+func TestReclaimAndDeadLetter(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
+	ctx := context.Background()
+	sk := m.keys.shard(0)
+	pings := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
+	require.NoError(t, pings.ensureGroups(ctx))
+
+	sid := openSession(t, m, "rec")
+	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: sk.pings, Values: []any{"m", "garbage", "t", "x"}}).Err())
+	taken, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: groupPings, Consumer: "dead", Streams: []string{sk.pings, ">"}, Count: 10, Block: -1}).Result()
+	require.NoError(t, err)
+	require.Len(t, taken[0].Messages, 2)
+
+	runLifecycle(t, m)
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		p, err := rdb.XPending(ctx, sk.pings, groupPings).Result()
+		return err == nil && p.Count == 0
+	}, "the dead consumer's entries were claimed and handled")
+	_, err = rdb.ZScore(ctx, sk.deadlines, member(sid, "rec")).Result()
+	require.NoError(t, err, "the claimed ping was applied")
+	dead, err := rdb.XRange(ctx, sk.dead, "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, dead, 1, "the malformed ping was dead-lettered")
+	require.Equal(t, "pings", dead[0].Values["stream"])
+	require.Equal(t, 1.0, testutil.ToFloat64(m.m.deadLetters.WithLabelValues("pings")))
+	require.GreaterOrEqual(t, testutil.ToFloat64(m.m.reclaimed.WithLabelValues("pings")), 2.0)
+}
+
+// An entry whose handling keeps failing is dead-lettered after
+// max_deliveries instead of blocking its consumer forever.
+func TestPoisonEntryIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newConsumer(m, "events", groupCleanup, func(n int) string { return m.keys.shard(n).events })
+	sk := m.keys.shard(0)
+	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: sk.events, Values: []any{"m", "abc:poison", "r", "timeout"}}).Err())
+	var mu sync.Mutex
+	attempts := 0
+	failing := func(ctx context.Context, c *consumer, shard int, msgs []redis.XMessage) []string {
+		mu.Lock()
+		attempts += len(msgs)
+		mu.Unlock()
+		return nil // never acknowledged
+	}
+	go func() { _ = c.loop(ctx, failing) }()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		n, _ := rdb.XLen(ctx, sk.dead).Result()
+		return n == 1
+	}, "dead-lettered")
+	p, err := rdb.XPending(ctx, sk.events, groupCleanup).Result()
+	require.NoError(t, err)
+	require.Zero(t, p.Count)
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, attempts, 2)
+}
+
+func TestWatermark(t *testing.T) {
+	t.Parallel()
+	require.Greater(t, watermark(groupState{}), time.Now().UnixMilli(), "nothing in flight: no limit")
+	require.Equal(t, int64(100), watermark(groupState{pending: 2, oldestPending: "100-0", lastDelivered: "300-0", lastEntry: "300-0"}))
+	require.Equal(t, int64(300), watermark(groupState{lastDelivered: "300-0", lastEntry: "301-0"}))
+	require.Equal(t, int64(100), watermark(groupState{pending: 1, oldestPending: "100-5", lastDelivered: "300-0", lastEntry: "400-0"}))
+	require.Greater(t, watermark(groupState{lastDelivered: "300-0", lastEntry: "300-0"}), time.Now().UnixMilli())
+}
+
+// A close read after a later ping cannot shorten a live session, and a
+// ping read after a close cannot stretch a closed one.
+func TestPingsApplyInStreamOrderWhateverTheReadOrder(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
+	ctx := context.Background()
+	sk := m.keys.shard(0)
+	c := newConsumer(m, "pings", groupPings, nil)
+	now := time.Now().UnixMilli()
+	mk := func(ms int64, ttl int64, kind string) redis.XMessage {
+		return redis.XMessage{ID: fmt.Sprintf("%d-0", ms), Values: map[string]any{"m": "s1:u", "t": fmt.Sprint(ttl), "k": kind}}
+	}
+	closeEntry := mk(now, 500, "c")
+	laterPing := mk(now+10, 60000, "p")
+	m.applyPings(ctx, c, 0, []redis.XMessage{laterPing})
+	m.applyPings(ctx, c, 0, []redis.XMessage{closeEntry})
+	score, err := rdb.ZScore(ctx, sk.deadlines, "s1:u").Result()
+	require.NoError(t, err)
+	require.Equal(t, float64(now+10+60000), score)
+
+	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+20, 500, "c")})
+	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+15, 60000, "p")})
+	score, err = rdb.ZScore(ctx, sk.deadlines, "s1:u").Result()
+	require.NoError(t, err)
+	require.Equal(t, float64(now+20+500), score)
+}
+
+// For contrast: the same deadline with every ping applied expires.
+func TestSchedulerExpiresPassedDeadlines(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
+	ctx := context.Background()
+	pings := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
+	events := newConsumer(m, "events", groupCleanup, func(n int) string { return m.keys.shard(n).events })
+	require.NoError(t, pings.ensureGroups(ctx))
+	sk := m.keys.shard(0)
+	sid := openSession(t, m, "gone")
+	msgs, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: groupPings, Consumer: "live", Streams: []string{sk.pings, ">"}, Count: 10, Block: -1}).Result()
+	require.NoError(t, err)
+	require.NoError(t, pings.ack(ctx, 0, m.applyPings(ctx, pings, 0, msgs[0].Messages)))
+	require.NoError(t, rdb.ZAdd(ctx, sk.deadlines, redis.Z{Score: float64(time.Now().Add(-time.Second).UnixMilli()), Member: member(sid, "gone")}).Err())
+	require.NoError(t, m.scheduleOnce(ctx, pings, events))
+	n, err := rdb.XLen(ctx, sk.events).Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+}
+
+// Consumers of processes long gone leave their group once idle with
+// nothing pending; live ones and those with pending entries stay.
+func TestGoneConsumersArePruned(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
+	ctx := context.Background()
+	c := newConsumer(m, "events", groupCleanup, func(n int) string { return m.keys.shard(n).events })
+	c.pruneAfter = 100 * time.Millisecond
+	require.NoError(t, c.ensureGroups(ctx))
+	stream := c.stream(0)
+	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"m", "x"}}).Err())
+	require.NoError(t, rdb.XGroupCreateConsumer(ctx, stream, groupCleanup, "gone").Err())
+	_, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: groupCleanup, Consumer: "holding", Streams: []string{stream, ">"}, Block: -1}).Result()
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, c.pruneConsumers(ctx, 0))
+	list, err := rdb.XInfoConsumers(ctx, stream, groupCleanup).Result()
+	require.NoError(t, err)
+	var names []string
+	for _, x := range list {
+		names = append(names, x.Name)
+	}
+	require.Equal(t, []string{"holding"}, names, "the idle consumer without pending entries is gone")
+}

@@ -1,0 +1,43 @@
+package presence_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/loadgen"
+	"github.com/presenced/presenced/presence"
+)
+
+// The load scenario end to end, small: connections, subscriptions, changes
+// with their latency, a storm, and the false-online query.
+func TestLoadScenario(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t))
+	sc := presence.NewLoad()
+	fs := pflag.NewFlagSet("presence", pflag.ContinueOnError)
+	sc.Flags(fs)
+	require.NoError(t, fs.Parse([]string{
+		"--users", "30", "--follow", "3", "--changes", "50", "--steady", "1s", "--settle", "100ms",
+		"--storm", "20", "--storm-window", "3s", "--jwt-secret", testSecret, "--api-key", testAPIKey,
+		"--user-prefix", "lt" + strings.ReplaceAll(t.Name(), "/", "_"),
+	}))
+	o := loadgen.Options{Target: s.base, Concurrency: 1, Duration: 5 * time.Second, Timeout: 5 * time.Second}
+	sum, err := loadgen.Execute(context.Background(), sc, o, nil)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, sum.Write(&out, false))
+	text := out.String()
+	t.Log(text)
+	require.Zero(t, sum.Errors)
+	require.Greater(t, sum.Ops, int64(0), "deliveries measured")
+	require.Contains(t, text, "30 of 30")
+	require.Contains(t, text, "killed 6 of 30")
+	require.Contains(t, text, "0.00 % (0 of 6 killed sessions still shown online)")
+	require.Contains(t, text, "server RSS per connection")
+}

@@ -1,0 +1,61 @@
+package presence_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/store"
+)
+
+// Redis going away is answered with unavailable, never with a made-up
+// status; when it comes back empty, sessions it lost are told so and
+// reconnect, and followers get the fresh statuses.
+func TestRedisOutageAndDataLoss(t *testing.T) {
+	t.Parallel()
+	srv := testenv.NewRedisServer(t)
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(u.Port())
+	require.NoError(t, err)
+	cfg := testConfig(t)
+	cfg.Redis.URL = srv.URL
+	cfg.Redis.DialTimeout = 200 * time.Millisecond
+	cfg.Redis.ReadTimeout = 500 * time.Millisecond
+	s := startServer(t, cfg)
+	alice := connect(t, s, "alice")
+	alice.subscribe("bob")
+	bob := connect(t, s, "bob")
+	alice.statusOf("bob", "online")
+
+	require.NoError(t, srv.Stop())
+	e := bob.errorReply(bob.send("presence:update", map[string]any{"status": "busy"}))
+	require.Equal(t, "unavailable", e.Code)
+	carol := dialWS(t, s.base, http.Header{"Authorization": {"Bearer " + token(t, "carol")}})
+	require.Equal(t, "unavailable", carol.nextError().Code)
+	require.Equal(t, 1013, carol.waitClosed().Code)
+
+	back, err := store.StartRedisServer(context.Background(), store.RedisServerOptions{Port: port})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = back.Stop() })
+
+	// The restarted Redis lost bob's session: his next request ends it.
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		id := bob.send("session:ping", nil)
+		select {
+		case f := <-bob.frames:
+			return f.CorrelationID == id && f.Event == "error" && string(mustField(t, f.Payload, "code")) == `"invalid_transition"`
+		case <-time.After(300 * time.Millisecond):
+			return false
+		}
+	}, "bob's lost session ended")
+	require.Equal(t, 4009, bob.waitClosed().Code)
+	connect(t, s, "bob")
+	alice.statusWithin("bob", "online", 10*time.Second)
+}

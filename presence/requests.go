@@ -1,0 +1,346 @@
+package presence
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/presenced/presenced/web"
+)
+
+// handle answers one client frame. Refusals are error events carrying the
+// request id; the connection survives them.
+func (c *client) handle(msg []byte) {
+	g := c.g
+	now := time.Now().UnixNano()
+	if !c.msgs.allow(now) {
+		// One error a second is enough to tell a flooding client; the
+		// frames themselves are dropped unread.
+		if now-c.lastLimited >= int64(time.Second) {
+			c.lastLimited = now
+			c.sendError(web.CodeRateLimited, fmt.Sprintf("more than %g messages per second; messages are being dropped", g.cfg.MessagesPerSecond), "", nil)
+		}
+		return
+	}
+	if int64(len(msg)) > g.cfg.MaxMessageBytes {
+		c.sendError(codeMessageTooLarge, fmt.Sprintf("messages are limited to %d bytes", g.cfg.MaxMessageBytes), "", nil)
+		return
+	}
+	env, perr := web.ParseEnvelope(msg)
+	if perr != nil {
+		c.sendError(perr.Code, perr.Message, env.ID, nil)
+		return
+	}
+	if c.exp > 0 && time.Now().Unix() > c.exp {
+		c.closeWithError(codeUnauthorized, "the token expired; reconnect with a fresh one", env.ID, web.ClosePolicy, "token expired")
+		return
+	}
+	if c.ended.Load() {
+		c.endSession(env.ID)
+		return
+	}
+	// Not derived from the connection's context: a child would leave a
+	// children map behind in every connection's context.
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	switch env.Event {
+	case evSessionPing:
+		c.onPing(ctx, env)
+	case evPresenceUpdate:
+		c.onUpdate(ctx, env)
+	case evSubscriptionsSet:
+		c.onSubscriptions(ctx, env, subSet)
+	case evSubscriptionsAdd:
+		c.onSubscriptions(ctx, env, subAdd)
+	case evSubscriptionsRemove:
+		c.onSubscriptions(ctx, env, subRemove)
+	case evNotificationsSub:
+		c.onNotify(ctx, env)
+	case evSessionDisconnect:
+		c.onDisconnect(ctx, env)
+	default:
+		c.sendError(web.CodeUnknownEvent, fmt.Sprintf("unknown event %q", env.Event), env.ID, nil)
+	}
+}
+
+// failed answers a store error: the session ended, or the store is away.
+func (c *client) failed(err error, id string) {
+	if errors.Is(err, errNoSession) {
+		c.endSession(id)
+		return
+	}
+	c.g.mod.log.Warn("presence: request failed", "err", err)
+	c.sendError(web.CodeUnavailable, "presence is unavailable; retry later", id, nil)
+}
+
+func hasPayload(env web.Envelope) bool {
+	p := bytes.TrimSpace(env.Payload)
+	return len(p) > 0 && !bytes.Equal(p, []byte("null"))
+}
+
+// onPing renews the session's deadline and takes the activity it reports.
+func (c *client) onPing(ctx context.Context, env web.Envelope) {
+	var p pingPayload
+	if hasPayload(env) {
+		if perr := web.DecodePayload(env, &p); perr != nil {
+			c.sendError(perr.Code, perr.Message, env.ID, nil)
+			return
+		}
+	}
+	kind, idleMs := "none", int64(0)
+	switch {
+	case p.Active != nil && p.IdleMs != nil:
+		c.sendError(web.CodeBadPayload, "session:ping: send active or idleMs, not both", env.ID, nil)
+		return
+	case p.Active != nil:
+		kind = "inactive"
+		if *p.Active {
+			kind = "active"
+		}
+	case p.IdleMs != nil:
+		if *p.IdleMs < 0 || *p.IdleMs > int64(365*24*time.Hour/time.Millisecond) {
+			c.sendError(web.CodeBadPayload, "session:ping: idleMs must be between 0 and a year", env.ID, nil)
+			return
+		}
+		kind, idleMs = "idle_ms", *p.IdleMs
+	}
+	res, err := c.g.mod.st.step(ctx, c.user, "update", c.sid, kind, idleMs, "")
+	if err != nil {
+		c.failed(err, env.ID)
+		return
+	}
+	if err := c.g.mod.st.ping(ctx, c.sid, c.user, false); err != nil {
+		c.failed(err, env.ID)
+		return
+	}
+	c.noteActivity(kind, idleMs)
+	c.g.mod.changed(ctx, res)
+	c.armIdle(res.IdleIn)
+}
+
+func (c *client) noteActivity(kind string, idleMs int64) {
+	now := time.Now().UnixNano()
+	switch kind {
+	case "active":
+		c.lastAct.Store(now)
+		c.inactive.Store(false)
+	case "inactive":
+		c.inactive.Store(true)
+	case "idle_ms":
+		at := now - idleMs*int64(time.Millisecond)
+		if at > c.lastAct.Load() {
+			c.lastAct.Store(at)
+			c.inactive.Store(false)
+		}
+	}
+}
+
+// onUpdate sets or clears the manual status and takes activity reports.
+func (c *client) onUpdate(ctx context.Context, env web.Envelope) {
+	var p updatePayload
+	if perr := web.DecodePayload(env, &p); perr != nil {
+		c.sendError(perr.Code, perr.Message, env.ID, nil)
+		return
+	}
+	if len(p.Status) == 0 && p.Active == nil {
+		c.sendError(web.CodeBadPayload, "presence:update: status or active is required", env.ID, nil)
+		return
+	}
+	kind, manual := "none", ""
+	if p.Active != nil {
+		kind = "inactive"
+		if *p.Active {
+			kind = "active"
+		}
+	}
+	if len(p.Status) > 0 {
+		if bytes.Equal(bytes.TrimSpace(p.Status), []byte("null")) {
+			manual = "-"
+		} else {
+			var s string
+			if err := json.Unmarshal(p.Status, &s); err != nil {
+				c.sendError(web.CodeBadPayload, "presence:update: status must be a string or null", env.ID, nil)
+				return
+			}
+			switch {
+			case s == StatusOffline:
+				c.sendError(codeInvalidTransition, "offline is not a status to set: send session:disconnect to leave", env.ID, nil)
+				return
+			case s == StatusOnline || s == StatusIdle:
+				// Back to automatic, with this device active or not.
+				if p.Active != nil && *p.Active != (s == StatusOnline) {
+					c.sendError(web.CodeBadPayload, "presence:update: status and active disagree", env.ID, nil)
+					return
+				}
+				manual, kind = "-", "active"
+				if s == StatusIdle {
+					kind = "inactive"
+				}
+			case slices.Contains(c.g.cfg.ManualStatuses, s):
+				manual = "=" + s
+			default:
+				c.sendError(codeInvalidStatus, fmt.Sprintf("%q is not a status; manual statuses are %v", s, c.g.cfg.ManualStatuses), env.ID, nil)
+				return
+			}
+		}
+	}
+	res, err := c.g.mod.st.step(ctx, c.user, "update", c.sid, kind, 0, manual)
+	if err != nil {
+		c.failed(err, env.ID)
+		return
+	}
+	c.noteActivity(kind, 0)
+	c.g.mod.changed(ctx, res)
+	c.armIdle(res.IdleIn)
+	c.conn.Send(web.EventFrame(evPresenceUpdated, updatedPayload{Users: []Status{res.Status.public()}}, env.ID))
+}
+
+// onSubscriptions applies subscriptions:set|add|remove.
+func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp) {
+	g := c.g
+	var p subscriptionsPayload
+	if perr := web.DecodePayload(env, &p); perr != nil {
+		c.sendError(perr.Code, perr.Message, env.ID, nil)
+		return
+	}
+	if p.Users == nil {
+		c.sendError(web.CodeBadPayload, env.Event+": users is required", env.ID, nil)
+		return
+	}
+	if !c.subChanges.allow(time.Now().UnixNano()) {
+		c.sendError(web.CodeRateLimited, fmt.Sprintf("at most %d subscription changes per minute", g.cfg.SubscriptionChangesPerMinute), env.ID, nil)
+		return
+	}
+	if len(p.Users) > g.cfg.MaxSubscriptions {
+		c.sendError(web.CodeLimitExceeded, fmt.Sprintf("at most %d subscriptions per user", g.cfg.MaxSubscriptions), env.ID, nil)
+		return
+	}
+	ids, bad, ok := cleanIDs(p.Users)
+	if !ok {
+		c.sendError(web.CodeBadPayload, fmt.Sprintf("%s: %q is not a valid user id", env.Event, truncate(bad, 40)), env.ID, nil)
+		return
+	}
+	if op != subRemove {
+		forbidden, err := g.mod.policy.Forbidden(ctx, Viewer{User: c.user, Rooms: c.rooms}, ids)
+		if err != nil {
+			c.failed(err, env.ID)
+			return
+		}
+		if len(forbidden) > 0 {
+			c.sendError(web.CodeForbidden, "not visible to you: not a contact and no shared room", env.ID, forbidden)
+			return
+		}
+	}
+
+	lu := c.lu
+	lu.changeMu.Lock()
+	defer lu.changeMu.Unlock()
+	change, err := g.mod.st.changeSubscriptions(ctx, c.user, c.sid, op, ids)
+	var le *limitError
+	if errors.As(err, &le) {
+		c.sendError(web.CodeLimitExceeded, le.msg, env.ID, le.users)
+		return
+	}
+	if err != nil {
+		c.failed(err, env.ID)
+		return
+	}
+	dropped := lu.lookup(change.Removed)
+	g.f.unfollow(lu, change.Removed)
+	if _, err := g.f.follow(ctx, lu, change.Added); err != nil {
+		c.failed(err, env.ID)
+		return
+	}
+	for _, other := range lu.clientList() {
+		other.forget(dropped)
+	}
+	if len(change.Added) > 0 || len(change.Removed) > 0 {
+		if err := g.mod.sendControl(ctx, controlMsg{T: "subs", U: c.user, From: g.mod.id}); err != nil {
+			g.mod.log.Warn("presence: announce subscription change", "err", err)
+		}
+	}
+	switch op {
+	case subSet:
+		c.sendSubjects(lu.lookup(change.All), env.ID, false)
+	case subAdd:
+		c.sendSubjects(lu.lookup(ids), env.ID, false)
+	}
+	// Other connections of the user here follow the same set; give them
+	// the statuses of the users added.
+	if added := lu.lookup(change.Added); len(added) > 0 {
+		for _, other := range lu.clientList() {
+			if other != c {
+				other.sendSubjects(added, "", false)
+			}
+		}
+	}
+}
+
+// onNotify records a one-time notification for when a user comes online.
+func (c *client) onNotify(ctx context.Context, env web.Envelope) {
+	var p notifyPayload
+	if perr := web.DecodePayload(env, &p); perr != nil {
+		c.sendError(perr.Code, perr.Message, env.ID, nil)
+		return
+	}
+	if p.On != StatusOnline {
+		c.sendError(web.CodeBadPayload, `notifications:subscribe: on must be "online"`, env.ID, nil)
+		return
+	}
+	if !validUserID(p.User) {
+		c.sendError(web.CodeBadPayload, "notifications:subscribe: user is not a valid user id", env.ID, nil)
+		return
+	}
+	if !c.subChanges.allow(time.Now().UnixNano()) {
+		c.sendError(web.CodeRateLimited, fmt.Sprintf("at most %d subscription changes per minute", c.g.cfg.SubscriptionChangesPerMinute), env.ID, nil)
+		return
+	}
+	forbidden, err := c.g.mod.policy.Forbidden(ctx, Viewer{User: c.user, Rooms: c.rooms}, []string{p.User})
+	if err != nil {
+		c.failed(err, env.ID)
+		return
+	}
+	if len(forbidden) > 0 {
+		c.sendError(web.CodeForbidden, "not visible to you: not a contact and no shared room", env.ID, forbidden)
+		return
+	}
+	err = c.g.mod.st.subscribeOnce(ctx, c.user, c.sid, p.User)
+	var le *limitError
+	if errors.As(err, &le) {
+		c.sendError(web.CodeLimitExceeded, le.msg, env.ID, nil)
+		return
+	}
+	if err != nil {
+		c.failed(err, env.ID)
+	}
+}
+
+// onDisconnect ends the session at once: no grace period.
+func (c *client) onDisconnect(ctx context.Context, env web.Envelope) {
+	c.stopIdle()
+	res, err := c.g.mod.st.step(ctx, c.user, "close", c.sid)
+	if err != nil {
+		// Not ended here: closing the socket starts the grace period, and
+		// failing that the session ends at its deadline.
+		c.g.mod.log.Warn("presence: disconnect", "err", err)
+		c.conn.Close(1000, "session ended")
+		return
+	}
+	c.ended.Store(true)
+	c.g.mod.changed(ctx, res)
+	if err := c.g.mod.st.inactive(ctx, c.sid, c.user, "disconnect"); err != nil {
+		c.g.mod.log.Warn("presence: disconnect event", "err", err)
+	}
+	c.conn.Close(1000, "session ended")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,346 @@
+package presence
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/store"
+)
+
+var (
+	//go:embed lua/session.lua
+	sessionLua string
+	//go:embed lua/ping_apply.lua
+	pingApplyLua string
+	//go:embed lua/expire.lua
+	expireLua string
+
+	sessionScript   = store.NewScript("presence_session", sessionLua)
+	pingApplyScript = store.NewScript("presence_ping_apply", pingApplyLua)
+	expireScript    = store.NewScript("presence_expire", expireLua)
+)
+
+// Errors of session operations.
+var (
+	// errNoSession: the session is gone (expired or disconnected); only a new
+	// connection brings the user back.
+	errNoSession       = errors.New("presence: session ended")
+	errTooManySessions = errors.New("presence: too many sessions")
+)
+
+// stateStore is the Redis side of the module: sessions, statuses,
+// subscriptions and the lifecycle indexes.
+type stateStore struct {
+	rdb     redis.UniversalClient
+	keys    keys
+	cfg     config.Presence
+	cluster bool
+	pubCmd  string
+}
+
+func newStateStore(rdb redis.UniversalClient, k keys, cfg config.Presence) *stateStore {
+	s := &stateStore{rdb: rdb, keys: k, cfg: cfg, cluster: store.IsCluster(rdb), pubCmd: "PUBLISH"}
+	if s.cluster {
+		// Matches the hub, which listens with SSUBSCRIBE on a cluster.
+		s.pubCmd = "SPUBLISH"
+	}
+	return s
+}
+
+// stepResult is what one session step did to the user's status.
+type stepResult struct {
+	// Result is "ok", or "absent" when closing a session already gone.
+	Result   string
+	Changed  bool
+	Status   Status
+	Sessions int
+	// IdleIn is how long until the user turns idle if nothing happens; <0
+	// when no session is active.
+	IdleIn time.Duration
+	// Watchers asked to be told when this user came online (now).
+	Watchers []string
+	// Unfollowed are the users this user followed until going offline.
+	Unfollowed []string
+}
+
+// step runs one session operation on a user and recomputes their status.
+func (s *stateStore) step(ctx context.Context, user, op, sid string, args ...any) (stepResult, error) {
+	uk := s.keys.user(user)
+	argv := make([]any, 0, 9+len(args))
+	argv = append(argv, op, sid, user, uk.channel, s.pubCmd,
+		s.cfg.IdleThreshold.Milliseconds(), s.cfg.LastActiveGranularity.Milliseconds(),
+		s.cfg.OfflineRetention.Milliseconds(), s.cfg.MaxSessionsPerUser)
+	argv = append(argv, args...)
+	res, err := sessionScript.Run(ctx, s.rdb, []string{uk.status, uk.sessions, uk.notify, uk.subs}, argv...).Slice()
+	if err != nil {
+		return stepResult{}, fmt.Errorf("presence: session %s: %w", op, err)
+	}
+	return parseStep(user, res)
+}
+
+func parseStep(user string, res []any) (stepResult, error) {
+	if len(res) == 1 {
+		switch res[0] {
+		case "no_session":
+			return stepResult{}, errNoSession
+		case "too_many_sessions":
+			return stepResult{}, errTooManySessions
+		}
+	}
+	if len(res) != 10 {
+		return stepResult{}, fmt.Errorf("presence: session step: unexpected reply %v", res)
+	}
+	st := stepResult{
+		Result:  toString(res[0]),
+		Changed: toInt(res[1]) == 1,
+		Status: Status{
+			User: user, Status: toString(res[2]), Since: toInt(res[3]),
+			LastActiveAt: toInt(res[4]), V: toInt(res[5]),
+		},
+		Sessions:   int(toInt(res[6])),
+		IdleIn:     time.Duration(toInt(res[7])) * time.Millisecond,
+		Watchers:   toStrings(res[8]),
+		Unfollowed: toStrings(res[9]),
+	}
+	if st.Status.Since == 0 {
+		st.Status.LastActiveAt = 0
+	}
+	return st, nil
+}
+
+// removeFollower drops user from the follower sets of subjects, after the
+// user's forward set was removed (going offline) or shrank.
+func (s *stateStore) removeFollower(ctx context.Context, user string, subjects []string) error {
+	if len(subjects) == 0 {
+		return nil
+	}
+	// One command per subject's key: a plain pipeline keeps each atomic
+	// and works across cluster slots.
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, subj := range subjects {
+			p.SRem(ctx, s.keys.user(subj).followers, user)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("presence: remove follower: %w", err)
+	}
+	return nil
+}
+
+// statuses reads the current status of users (offline for unknown ones).
+func (s *stateStore) statuses(ctx context.Context, users []string) ([]*Status, error) {
+	if len(users) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.SliceCmd, len(users))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, u := range users {
+			cmds[i] = p.HMGet(ctx, s.keys.user(u).status, "s", "since", "la", "v")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("presence: read statuses: %w", err)
+	}
+	gran := s.cfg.LastActiveGranularity.Milliseconds()
+	out := make([]*Status, len(users))
+	for i, u := range users {
+		vals := cmds[i].Val()
+		if len(vals) != 4 || vals[0] == nil {
+			out[i] = offlineStatus(u)
+			continue
+		}
+		la := toInt(vals[2])
+		out[i] = &Status{User: u, Status: toString(vals[0]), Since: toInt(vals[1]), LastActiveAt: la - la%gran, V: toInt(vals[3])}
+	}
+	return out, nil
+}
+
+// ping records a session's liveness (or, with closed, its last sign of
+// life before the grace period) in its shard's pings stream.
+func (s *stateStore) ping(ctx context.Context, sid, user string, closed bool) error {
+	sk := s.keys.shard(s.keys.shardOf(user))
+	ttl, kind := s.cfg.PingInterval*time.Duration(s.cfg.MissBudget), "p"
+	if closed {
+		ttl, kind = s.cfg.Grace, "c"
+	}
+	err := s.rdb.XAdd(ctx, &redis.XAddArgs{
+		Stream: sk.pings, MaxLen: s.cfg.PingsMaxLen, Approx: true,
+		Values: []any{"m", member(sid, user), "t", ttl.Milliseconds(), "k", kind},
+	}).Err()
+	if err != nil {
+		return fmt.Errorf("presence: ping: %w", err)
+	}
+	return nil
+}
+
+// inactive writes an inactive event for a session directly (an explicit
+// disconnect), so the cleanup consumer clears its lifecycle entries.
+func (s *stateStore) inactive(ctx context.Context, sid, user, reason string) error {
+	sk := s.keys.shard(s.keys.shardOf(user))
+	err := s.rdb.XAdd(ctx, &redis.XAddArgs{
+		Stream: sk.events, MaxLen: s.cfg.EventsMaxLen, Approx: true,
+		Values: []any{"m", member(sid, user), "r", reason, "d", 0},
+	}).Err()
+	if err != nil {
+		return fmt.Errorf("presence: inactive event: %w", err)
+	}
+	return nil
+}
+
+// setRooms records the rooms of the user's latest token, for the shared
+// room rule of the contacts policy.
+func (s *stateStore) setRooms(ctx context.Context, user string, rooms []string) error {
+	key := s.keys.user(user).rooms
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, key)
+		if len(rooms) > 0 {
+			members := make([]any, len(rooms))
+			for i, r := range rooms {
+				members[i] = r
+			}
+			p.SAdd(ctx, key, members...)
+			p.PExpire(ctx, key, s.cfg.OfflineRetention)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("presence: record rooms: %w", err)
+	}
+	return nil
+}
+
+// sharesRoom tells, for each subject, whether it is in one of rooms.
+func (s *stateStore) sharesRoom(ctx context.Context, rooms []string, subjects []string) ([]bool, error) {
+	out := make([]bool, len(subjects))
+	if len(rooms) == 0 || len(subjects) == 0 {
+		return out, nil
+	}
+	members := make([]any, len(rooms))
+	for i, r := range rooms {
+		members[i] = r
+	}
+	cmds := make([]*redis.BoolSliceCmd, len(subjects))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, subj := range subjects {
+			cmds[i] = p.SMIsMember(ctx, s.keys.user(subj).rooms, members...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("presence: shared rooms: %w", err)
+	}
+	for i, c := range cmds {
+		for _, in := range c.Val() {
+			if in {
+				out[i] = true
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// subscriptions returns the users user follows.
+func (s *stateStore) subscriptions(ctx context.Context, user string) ([]string, error) {
+	ids, err := s.rdb.SMembers(ctx, s.keys.user(user).subs).Result()
+	if err != nil {
+		return nil, fmt.Errorf("presence: read subscriptions: %w", err)
+	}
+	return ids, nil
+}
+
+// subscribeOnce asks for a one-time notification when subject next comes
+// online. The watcher's own list of waits bounds how many it may hold.
+func (s *stateStore) subscribeOnce(ctx context.Context, watcher, sid, subject string) error {
+	wk := s.keys.user(watcher)
+	txf := func(tx *redis.Tx) error {
+		alive, err := tx.HExists(ctx, wk.sessions, sid).Result()
+		if err != nil {
+			return err
+		}
+		if !alive {
+			return errNoSession
+		}
+		n, err := tx.SCard(ctx, wk.waiting).Result()
+		if err != nil {
+			return err
+		}
+		in, err := tx.SIsMember(ctx, wk.waiting, subject).Result()
+		if err != nil {
+			return err
+		}
+		if !in && n >= int64(s.cfg.MaxNotifications) {
+			return &limitError{msg: fmt.Sprintf("at most %d pending notifications per user", s.cfg.MaxNotifications)}
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.SAdd(ctx, wk.waiting, subject)
+			p.PExpire(ctx, wk.waiting, s.cfg.NotificationTTL)
+			return nil
+		})
+		return err
+	}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = s.rdb.Watch(ctx, txf, wk.waiting, wk.sessions); !errors.Is(err, redis.TxFailedErr) {
+			break
+		}
+	}
+	if err != nil {
+		var le *limitError
+		if errors.Is(err, errNoSession) || errors.As(err, &le) {
+			return err
+		}
+		return fmt.Errorf("presence: notification subscribe: %w", err)
+	}
+	key := s.keys.user(subject).notify
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.SAdd(ctx, key, watcher)
+		p.PExpire(ctx, key, s.cfg.NotificationTTL)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("presence: notification subscribe: %w", err)
+	}
+	return nil
+}
+
+// notified removes a fired notification from the watcher's list of waits.
+func (s *stateStore) notified(ctx context.Context, watcher, subject string) error {
+	return s.rdb.SRem(ctx, s.keys.user(watcher).waiting, subject).Err()
+}
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func toString(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func toStrings(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,222 @@
+package presence
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Webhooks: every status change is queued in process (never waiting on the
+// hot path), written to its shard's changes stream, and delivered by the
+// workers in signed batches with retries.
+
+// changeWriter moves status changes from the hot path to the changes
+// streams. When its in-process queue is full, changes are dropped and
+// counted rather than slowing a status change down.
+type changeWriter struct {
+	mod     *Module
+	enabled bool
+	ch      chan Status
+}
+
+func newChangeWriter(m *Module) *changeWriter {
+	w := &changeWriter{mod: m, enabled: m.cfg.Webhook.URL != ""}
+	if w.enabled {
+		w.ch = make(chan Status, 10000)
+	}
+	return w
+}
+
+func (w *changeWriter) enqueue(st Status) {
+	if !w.enabled {
+		return
+	}
+	select {
+	case w.ch <- st:
+	default:
+		w.mod.m.webhookDropped.Inc()
+	}
+}
+
+func (w *changeWriter) run(ctx context.Context) error {
+	if !w.enabled {
+		<-ctx.Done()
+		return nil
+	}
+	batch := make([]Status, 0, 256)
+	for {
+		select {
+		case <-ctx.Done():
+			// Write what is queued, briefly, so a clean stop loses nothing.
+			drain, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			for {
+				select {
+				case st := <-w.ch:
+					batch = append(batch, st)
+				default:
+					w.write(drain, batch)
+					return nil
+				}
+			}
+		case st := <-w.ch:
+			batch = append(batch[:0], st)
+		}
+	more:
+		for len(batch) < cap(batch) {
+			select {
+			case st := <-w.ch:
+				batch = append(batch, st)
+			default:
+				break more
+			}
+		}
+		w.write(ctx, batch)
+	}
+}
+
+func (w *changeWriter) write(ctx context.Context, batch []Status) {
+	if len(batch) == 0 {
+		return
+	}
+	m := w.mod
+	_, err := m.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, st := range batch {
+			b, _ := json.Marshal(st.public())
+			p.XAdd(ctx, &redis.XAddArgs{
+				Stream: m.keys.shard(m.keys.shardOf(st.User)).changes, MaxLen: m.cfg.Webhook.MaxLen, Approx: true,
+				Values: []any{"c", b},
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		m.m.webhookDropped.Add(float64(len(batch)))
+		m.log.Warn("presence: queue webhook changes", "err", err)
+	}
+}
+
+// webhookSender delivers the changes streams as signed batches.
+type webhookSender struct {
+	mod    *Module
+	c      *consumer
+	client *http.Client
+}
+
+func newWebhookSender(m *Module) *webhookSender {
+	c := newConsumer(m, "changes", groupWebhooks, func(n int) string { return m.keys.shard(n).changes })
+	// Changes gather for a batch window between reads.
+	c.poll, c.gather = m.cfg.Webhook.BatchWindow, true
+	c.count = int64(m.cfg.Webhook.BatchSize)
+	return &webhookSender{mod: m, c: c, client: &http.Client{Timeout: m.cfg.Webhook.Timeout}}
+}
+
+// WebhookSignatureHeader carries "t=<unix seconds>,v1=<hex HMAC-SHA256 of
+// "<t>.<body>" keyed with presence.webhook.secret>".
+const WebhookSignatureHeader = "X-Presenced-Signature"
+
+// webhookBody is the JSON body of one delivery.
+type webhookBody struct {
+	Events []Status `json:"events"`
+}
+
+func (s *webhookSender) run(ctx context.Context) error {
+	return s.c.loop(ctx, s.deliver)
+}
+
+// deliver posts one shard's batch (up to the batch size, gathered for at
+// most the batch window), retrying with exponential backoff and jitter;
+// after max_attempts the entries go to the dead-letter stream.
+func (s *webhookSender) deliver(ctx context.Context, c *consumer, shard int, msgs []redis.XMessage) []string {
+	cfg := s.mod.cfg.Webhook
+	var ids []string
+	events := make([]Status, 0, len(msgs))
+	for _, msg := range msgs {
+		var st Status
+		if err := json.Unmarshal([]byte(str(msg.Values["c"])), &st); err != nil || st.User == "" {
+			if err := c.deadLetter(ctx, shard, msg.ID, "malformed change"); err != nil {
+				s.mod.log.Warn("presence: dead-letter change", "err", err)
+			}
+			continue
+		}
+		events = append(events, st)
+		ids = append(ids, msg.ID)
+	}
+	for start := 0; start < len(events); start += cfg.BatchSize {
+		end := min(start+cfg.BatchSize, len(events))
+		if !s.post(ctx, events[start:end]) {
+			for _, id := range ids[start:end] {
+				if err := c.deadLetter(ctx, shard, id, "webhook undeliverable"); err != nil {
+					s.mod.log.Warn("presence: dead-letter change", "err", err)
+				}
+			}
+		}
+	}
+	return ids
+}
+
+func (s *webhookSender) post(ctx context.Context, events []Status) bool {
+	cfg := s.mod.cfg.Webhook
+	body, _ := json.Marshal(webhookBody{Events: events})
+	backoff := cfg.Backoff
+	for attempt := 1; attempt <= cfg.MaxAttempts; attempt++ {
+		err := s.send(ctx, body)
+		if err == nil {
+			s.mod.m.webhookBatches.WithLabelValues("delivered").Inc()
+			return true
+		}
+		if ctx.Err() != nil {
+			return true // stopping: the entries stay pending for another worker
+		}
+		s.mod.log.Warn("presence: webhook delivery failed", "attempt", attempt, "err", err)
+		if attempt == cfg.MaxAttempts {
+			break
+		}
+		s.mod.m.webhookBatches.WithLabelValues("retry").Inc()
+		sleep(ctx, backoff/2+time.Duration(rand.Int64N(int64(backoff))))
+		backoff = min(backoff*2, cfg.MaxBackoff)
+	}
+	s.mod.m.webhookBatches.WithLabelValues("dead_letter").Inc()
+	return false
+}
+
+func (s *webhookSender) send(ctx context.Context, body []byte) error {
+	cfg := s.mod.cfg.Webhook
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(WebhookSignatureHeader, SignWebhook(cfg.Secret, time.Now(), body))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// SignWebhook returns the signature header value for body sent at t.
+func SignWebhook(secret string, t time.Time, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts))
+	mac.Write([]byte("."))
+	mac.Write(body)
+	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
+}
