@@ -79,7 +79,6 @@ const (
 	codeInvalidStatus     = "invalid_status"
 	codeInvalidTransition = "invalid_transition"
 	codeUnauthorized      = "unauthorized"
-	codeInternal          = "internal"
 )
 
 // Close codes of the presence gateway.

@@ -249,19 +249,23 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 		c.failed(err, env.ID)
 		return
 	}
-	dropped := lu.lookup(change.Removed)
-	g.f.unfollow(lu, change.Removed)
-	if _, err := g.f.follow(ctx, lu, change.Added); err != nil {
-		c.failed(err, env.ID)
-		return
-	}
-	for _, other := range lu.clientList() {
-		other.forget(dropped)
-	}
 	if len(change.Added) > 0 || len(change.Removed) > 0 {
+		// The user's connections on other gateways reread the committed set.
 		if err := g.mod.sendControl(ctx, controlMsg{T: "subs", U: c.user, From: g.mod.id}); err != nil {
 			g.mod.log.Warn("presence: announce subscription change", "err", err)
 		}
+	}
+	dropped := lu.lookup(change.Removed)
+	g.f.unfollow(lu, change.Removed)
+	for _, other := range lu.clientList() {
+		other.forget(dropped)
+	}
+	if _, err := g.f.follow(ctx, lu, change.Added); err != nil {
+		// Committed but not followed here yet: the next connection of the
+		// user rereads the set.
+		lu.hydrated = false
+		c.failed(err, env.ID)
+		return
 	}
 	switch op {
 	case subSet:
