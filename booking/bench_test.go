@@ -21,6 +21,7 @@ func BenchmarkHoldUncontended(b *testing.B) {
 	}
 	var next atomic.Int64
 	ctx := context.Background()
+	b.SetParallelism(4) // 8 holds in flight on 2 CPUs: enough to show contention
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

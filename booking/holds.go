@@ -88,7 +88,7 @@ func (h *Holds) Hold(ctx context.Context, in HoldInput) (HoldResult, error) {
 	if err := h.verifyAdmission(ctx, in); err != nil {
 		return HoldResult{}, err
 	}
-	resID := uuid.New().String()
+	resID := uuid.Must(uuid.NewV7()).String() // time-ordered: inserts stay at the index tail
 	tx, err := h.db.Begin(ctx)
 	if err != nil {
 		return HoldResult{}, storeError("begin hold", err)
