@@ -162,6 +162,11 @@ INSERT INTO sections (event_id, id, name, position, base_price, seat_count) VALU
 			spec.ID, sec.ID, sec.Name, pos, sec.BasePrice, sec.Rows*sec.SeatsPerRow); err != nil {
 			return EventSummary{}, fmt.Errorf("create section %s: %w", sec.ID, err)
 		}
+		if _, err := tx.Exec(ctx, `
+INSERT INTO section_occupancy (event_id, section_id, shard) SELECT $1, $2, g FROM generate_series(0, $3 - 1) g`,
+			spec.ID, sec.ID, occupancyShards); err != nil {
+			return EventSummary{}, fmt.Errorf("create section %s: %w", sec.ID, err)
+		}
 		for r := 1; r <= sec.Rows; r++ {
 			for n := 1; n <= sec.SeatsPerRow; n++ {
 				rows = append(rows, []any{spec.ID, sec.ID, r, n, order, sec.BasePrice})

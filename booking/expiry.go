@@ -58,9 +58,12 @@ func (e *Expirer) Run(ctx context.Context) error {
 	}
 }
 
+// claimExpired compares with statement_timestamp(), not clock_timestamp():
+// a volatile function cannot bound an index scan, and the partial index on
+// expires_at would be read whole, every second.
 const claimExpired = `
 SELECT id::text FROM reservations
-WHERE status = 'PENDING_PAYMENT' AND expires_at <= clock_timestamp()
+WHERE status = 'PENDING_PAYMENT' AND expires_at <= statement_timestamp()
 ORDER BY expires_at
 FOR UPDATE SKIP LOCKED
 LIMIT $1`
@@ -107,7 +110,7 @@ func (e *Expirer) ExpireOnce(ctx context.Context) (int, error) {
 func (e *Expirer) reapIdempotency(ctx context.Context) error {
 	_, err := e.h.db.Exec(ctx, `
 DELETE FROM idempotency_keys WHERE ctid IN (
-	SELECT ctid FROM idempotency_keys WHERE created_at < clock_timestamp() - make_interval(secs => $1) LIMIT 10000)`,
+	SELECT ctid FROM idempotency_keys WHERE created_at < statement_timestamp() - make_interval(secs => $1) LIMIT 10000)`,
 		e.h.cfg.IdempotencyTTL.Seconds())
 	return err
 }

@@ -56,6 +56,7 @@ func TestExpiryWorkerReleasesEverything(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, left, "the seat hints are released")
 
+	b.requireNoDoubleOwnership(t, event)
 	// Seats and promotion are usable again.
 	status, _, err = b.hold(t, event, "ivan", "k", []int64{seats[2]}, "TEN")
 	require.NoError(t, err)

@@ -337,14 +337,11 @@ func (h *Holds) lockSeats(ctx context.Context, tx pgx.Tx, event string, seats []
 	b.Queue(`
 SELECT id, section_id, row_num, seat_num, status, base_price FROM seats
 WHERE event_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE`, event, seats)
-	// Count only the taken seats, through the (event, section, status)
-	// index: early in a sale that is nearly nothing to read, where counting
-	// whole sections would cost every hold a scan.
 	b.Queue(`
-SELECT s.id, s.seat_count,
-       (SELECT count(*) FROM seats x WHERE x.event_id = s.event_id AND x.section_id = s.id AND x.status IN ('HELD', 'SOLD'))
-FROM sections s
-WHERE s.event_id = $1 AND s.id IN (SELECT section_id FROM seats WHERE event_id = $1 AND id = ANY($2))`, event, seats)
+SELECT o.section_id, s.seat_count, sum(o.taken)
+FROM section_occupancy o JOIN sections s ON s.event_id = o.event_id AND s.id = o.section_id
+WHERE o.event_id = $1 AND o.section_id IN (SELECT section_id FROM seats WHERE event_id = $1 AND id = ANY($2))
+GROUP BY o.section_id, s.seat_count`, event, seats)
 	res := tx.SendBatch(ctx, b)
 	defer res.Close()
 	rows, err := res.Query()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,8 +205,11 @@ func (run *bookingRun) pick(seats []int64, hot bool) []int64 {
 	if hot {
 		pool = seats[:run.s.hotSeats]
 	}
-	for _, i := range rand.Perm(len(pool))[:run.s.cart] {
-		cart = append(cart, pool[i])
+	for len(cart) < run.s.cart {
+		seat := pool[rand.IntN(len(pool))]
+		if !slices.Contains(cart, seat) {
+			cart = append(cart, seat)
+		}
 	}
 	return cart
 }

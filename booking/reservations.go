@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/presenced/presenced/internal/outbox"
 )
 
 // Reservation is a hold and its frozen prices, as the API shows it.
@@ -96,7 +94,7 @@ func endReservation(ctx context.Context, tx pgx.Tx, id, status string, onlyIfExp
 	if err != nil {
 		return nil, fmt.Errorf("release seats: %w", err)
 	}
-	sections := map[string]bool{}
+	perSection := map[string]int{}
 	for rows.Next() {
 		var seat int64
 		var section string
@@ -105,7 +103,7 @@ func endReservation(ctx context.Context, tx pgx.Tx, id, status string, onlyIfExp
 			return nil, fmt.Errorf("release seats: %w", err)
 		}
 		r.seats = append(r.seats, seat)
-		sections[section] = true
+		perSection[section]++
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -119,10 +117,12 @@ func endReservation(ctx context.Context, tx pgx.Tx, id, status string, onlyIfExp
 	if err := res.Close(); err != nil {
 		return nil, fmt.Errorf("end reservation: %w", err)
 	}
-	for section := range sections {
-		if err := outbox.Add(ctx, tx, KindInventoryChanged, r.event, InventoryChanged{Event: r.event, Section: section}); err != nil {
-			return nil, err
-		}
+	changes := &pgx.Batch{}
+	if err := queueSectionChanges(changes, r.event, perSection, -1); err != nil {
+		return nil, err
+	}
+	if err := tx.SendBatch(ctx, changes).Close(); err != nil {
+		return nil, fmt.Errorf("end reservation: record section changes: %w", err)
 	}
 	return &r, nil
 }

@@ -193,4 +193,12 @@ SELECT count(*) FROM seats s
 LEFT JOIN reservation_items i ON i.seat_id = s.id AND i.status IN ('HELD', 'SOLD') AND i.reservation_id = s.reservation_id
 WHERE s.event_id = $1 AND s.status IN ('HELD', 'SOLD') AND i.id IS NULL`, event).Scan(&mismatched))
 	require.Zero(t, mismatched, "a taken seat without its live item")
+	var drift int
+	require.NoError(t, b.db.QueryRow(context.Background(), `
+SELECT count(*) FROM (
+	SELECT o.section_id, sum(o.taken) AS counted,
+	       (SELECT count(*) FROM seats s WHERE s.event_id = o.event_id AND s.section_id = o.section_id AND s.status IN ('HELD', 'SOLD')) AS real
+	FROM section_occupancy o WHERE o.event_id = $1 GROUP BY o.event_id, o.section_id) x
+WHERE counted <> real`, event).Scan(&drift))
+	require.Zero(t, drift, "the occupancy counters match the seats")
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +31,38 @@ func fingerprint(event string, sortedSeats []int64, promo string) []byte {
 	b.WriteString(promo)
 	sum := sha256.Sum256([]byte(b.String()))
 	return sum[:]
+}
+
+// occupancyShards is the number of section_occupancy rows per section.
+const occupancyShards = 16
+
+// seatsPerSection counts a cart's seats by section.
+func seatsPerSection(items []Item) map[string]int {
+	out := map[string]int{}
+	for _, it := range items {
+		out[it.Section]++
+	}
+	return out
+}
+
+// queueSectionChanges adds, for every section a change touched, its
+// occupancy update (sign × seats, on a random shard) and its inventory
+// event. Sections go in id order so that transactions touching several
+// sections take the shard rows in one global order.
+func queueSectionChanges(b *pgx.Batch, event string, perSection map[string]int, sign int) error {
+	sections := make([]string, 0, len(perSection))
+	for sec := range perSection {
+		sections = append(sections, sec)
+	}
+	slices.Sort(sections)
+	for _, sec := range sections {
+		b.Queue(`UPDATE section_occupancy SET taken = taken + $4 WHERE event_id = $1 AND section_id = $2 AND shard = $3`,
+			event, sec, rand.IntN(occupancyShards), sign*perSection[sec])
+		if err := outbox.Queue(b, KindInventoryChanged, event, InventoryChanged{Event: event, Section: sec}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // promotion is a locked promotion row.
@@ -129,14 +163,8 @@ func (h *Holds) write(ctx context.Context, tx pgx.Tx, in HoldInput, ev eventRow,
 	}
 	b.Queue(`INSERT INTO idempotency_keys (user_id, operation, key, fingerprint, status_code, response)
 	         VALUES ($1, $2, $3, $4, $5, $6)`, in.User, opHold, in.Key, fp, http.StatusCreated, body)
-	written := map[string]bool{}
-	for _, it := range items {
-		if !written[it.Section] {
-			written[it.Section] = true
-			if err := outbox.Queue(b, KindInventoryChanged, in.Event, InventoryChanged{Event: in.Event, Section: it.Section}); err != nil {
-				return HoldResult{}, err
-			}
-		}
+	if err := queueSectionChanges(b, in.Event, seatsPerSection(items), +1); err != nil {
+		return HoldResult{}, err
 	}
 	results := tx.SendBatch(ctx, b)
 	for i := 0; i < b.Len(); i++ {

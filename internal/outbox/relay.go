@@ -203,7 +203,7 @@ func (r *Relay) observeLag(ctx context.Context) {
 func (r *Relay) cleanup(ctx context.Context) error {
 	_, err := r.cfg.Pool.Exec(ctx, `
 DELETE FROM outbox WHERE id IN (
-	SELECT id FROM outbox WHERE published_at < clock_timestamp() - make_interval(secs => $1) LIMIT 10000)`,
+	SELECT id FROM outbox WHERE published_at < statement_timestamp() - make_interval(secs => $1) LIMIT 10000)`,
 		r.cfg.Retention.Seconds())
 	return err
 }

@@ -66,7 +66,6 @@ CREATE TABLE seats (
 		(status IN ('AVAILABLE', 'BLOCKED') AND reservation_id IS NULL)
 		OR (status IN ('HELD', 'SOLD') AND reservation_id IS NOT NULL))
 );
-CREATE INDEX seats_by_section ON seats (event_id, section_id, status);
 CREATE INDEX seats_by_reservation ON seats (reservation_id) WHERE reservation_id IS NOT NULL;
 
 CREATE TABLE reservation_items (
@@ -87,6 +86,20 @@ CREATE TABLE reservation_items (
 -- of the index, so the seat can be held again.
 CREATE UNIQUE INDEX one_live_owner_per_seat ON reservation_items (seat_id)
 	WHERE status IN ('HELD', 'SOLD', 'CHECKED_IN');
+
+-- How many seats of each section are held or sold, for the scarcity
+-- multiplier, kept in 16 rows per section so concurrent holds rarely wait on
+-- each other: a hold adds to one random shard of each section it touches
+-- (in section order), a release subtracts; the sum over shards is exact.
+-- Counting seat rows instead would cost every hold a scan of the section.
+CREATE TABLE section_occupancy (
+	event_id   text NOT NULL,
+	section_id text NOT NULL,
+	shard      smallint NOT NULL CHECK (shard BETWEEN 0 AND 15),
+	taken      integer NOT NULL DEFAULT 0,
+	PRIMARY KEY (event_id, section_id, shard),
+	FOREIGN KEY (event_id, section_id) REFERENCES sections (event_id, id) ON DELETE CASCADE
+);
 
 CREATE TABLE promotions (
 	event_id     text NOT NULL REFERENCES events (id) ON DELETE CASCADE,
