@@ -28,8 +28,11 @@ func newTestRedis(t testing.TB) *redis.Client {
 // requireNear checks a HyperLogLog estimate is within 2 % of the truth.
 func requireNear(t testing.TB, want int, got int64) {
 	t.Helper()
-	errPct := 100 * math.Abs(float64(got)-float64(want)) / float64(want)
-	if errPct > 2 {
+	off := math.Abs(float64(got) - float64(want))
+	errPct := 100 * off / float64(want)
+	// Below 50 sessions one session is already over 2 %: there a count one
+	// off (two sessions sharing an HLL register) is within the estimate.
+	if errPct > 2 && off > 1 {
 		t.Fatalf("count %d is %.2f%% off the true %d (limit 2%%)", got, errPct, want)
 	}
 }
