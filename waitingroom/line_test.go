@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -301,15 +302,30 @@ func TestCapacityNeverExceeded(t *testing.T) {
 				}
 			}()
 		}
-		// Capacity moves up and down; checkouts end at random.
+		// Capacity moves up and down; checkouts end at random. These
+		// goroutines end before the test does (helpers joins them), and
+		// report through channels: a test may not fail after it returned.
 		caps := []int{5, 12, 2, 8, 0, 20, 1, 9}
+		var helpers sync.WaitGroup
+		defer helpers.Wait()
+		settingErrs := make(chan error, 1)
+		helpers.Add(2)
 		go func() {
+			defer helpers.Done()
 			for i := 0; ctx.Err() == nil; i++ {
-				b.openRoom(t, "ev", Settings{Capacity: max(caps[i%len(caps)], 0), Batch: 3, HeartbeatTimeoutSeconds: 3600})
+				s := Settings{Capacity: caps[i%len(caps)], Batch: 3, HeartbeatTimeoutSeconds: 3600,
+					LeaseSeconds: int(b.cfg.DefaultLease.Seconds()), Mode: ModeFIFO}
+				if err := b.line.PutSettings(ctx, "ev", s); err != nil && ctx.Err() == nil {
+					select {
+					case settingErrs <- err:
+					default:
+					}
+				}
 				time.Sleep(40 * time.Millisecond)
 			}
 		}()
 		go func() {
+			defer helpers.Done()
 			k := keysOf(b.keys, "ev")
 			for ctx.Err() == nil {
 				users, _ := rdb.ZRange(ctx, k.leases, 0, 2).Result()
@@ -324,9 +340,15 @@ func TestCapacityNeverExceeded(t *testing.T) {
 		for w := 0; w < workers; w++ {
 			total += <-ticks
 		}
+		helpers.Wait()
 		close(bad)
 		for v := range bad {
 			t.Errorf("a tick admitted beyond capacity: %d active, capacity %d", v.active, v.capacity)
+		}
+		select {
+		case err := <-settingErrs:
+			t.Errorf("changing the settings: %v", err)
+		default:
 		}
 		require.Greater(t, total, 100, "the workers really raced")
 	})
