@@ -234,7 +234,8 @@ func (c *consumer) pruneConsumers(ctx context.Context, shard int) error {
 }
 
 // deadLetter moves one entry to the shard's dead-letter stream and
-// acknowledges it.
+// acknowledges it in one transaction (both keys share the shard's hash tag),
+// so the entry is never both pending and dead-lettered.
 func (c *consumer) deadLetter(ctx context.Context, shard int, id, why string) error {
 	stream := c.stream(shard)
 	msgs, err := c.mod.rdb.XRangeN(ctx, stream, id, id, 1).Result()
@@ -246,16 +247,20 @@ func (c *consumer) deadLetter(ctx context.Context, shard int, id, why string) er
 		b, _ := json.Marshal(msgs[0].Values)
 		fields = string(b)
 	}
-	err = c.mod.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: c.mod.keys.shard(shard).dead, MaxLen: 10000, Approx: true,
-		Values: []any{"stream", c.label, "id", id, "group", c.group, "why", why, "fields", fields},
-	}).Err()
+	_, err = c.mod.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{
+			Stream: c.mod.keys.shard(shard).dead, MaxLen: 10000, Approx: true,
+			Values: []any{"stream", c.label, "id", id, "group", c.group, "why", why, "fields", fields},
+		})
+		p.XAck(ctx, stream, c.group, id)
+		return nil
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("presence: dead-letter %s: %w", c.label, err)
 	}
 	c.mod.m.deadLetters.WithLabelValues(c.label).Inc()
 	c.mod.log.Warn("presence: dead-lettered a stream entry", "stream", c.label, "id", id, "why", why)
-	return c.ack(ctx, shard, []string{id})
+	return nil
 }
 
 // groupState is what the consumer group of one shard reports.

@@ -4,7 +4,8 @@
 // local subscribers it has: the first local subscriber subscribes, the last
 // one to leave unsubscribes. On a Redis Cluster topics use sharded pub/sub
 // (SSUBSCRIBE/SPUBLISH), so a message travels only to the node owning its
-// slot; topics built with store.Keyspace carry their entity's hash tag.
+// slot; topics built with store.Keyspace carry their entity's hash tag, and
+// a process holds one pub/sub connection per node, whatever the topics.
 //
 // Delivery never waits for a subscriber: Deliver must not block, and Queue,
 // the bounded per-connection mailbox, evicts a client that lets it fill.
@@ -17,7 +18,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -52,21 +52,25 @@ type Hub struct {
 
 	mu     sync.RWMutex
 	topics map[string]*topic
-	// pendingConfirm counts subscribe commands sent per channel whose
-	// confirmation has not arrived. A confirmation that arrives when none is
-	// pending comes from go-redis re-subscribing after a reconnect.
-	pendingConfirm map[string]int
-	single         *upstream         // single node: one connection for all topics
-	slots          map[int]*upstream // cluster: one connection per slot in use
-	closed         bool
-	wg             sync.WaitGroup
+	single *upstream            // single node: one connection for all topics
+	nodes  map[string]*upstream // cluster: one connection per node, by address
+	// unrouted holds cluster topics whose connection failed or whose node
+	// could not be found; the repair loop subscribes them again.
+	unrouted map[string]*topic
+	repair   chan struct{}
+	stop     chan struct{}
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 type topic struct {
 	name    string
-	slot    int
+	up      *upstream     // guarded by Hub.mu; nil while unrouted
 	ready   chan struct{} // closed once Redis confirmed the subscription
 	isReady bool          // guarded by Hub.mu
+	// resync is set when the subscription is being re-established after its
+	// connection failed: the confirmation tells subscribers to refetch.
+	resync bool // guarded by Hub.mu
 
 	mu      sync.Mutex
 	members map[Subscriber]struct{}
@@ -76,12 +80,6 @@ type topic struct {
 	snap atomic.Pointer[[]Subscriber]
 }
 
-type upstream struct {
-	ps     *redis.PubSub
-	slot   int
-	topics int
-}
-
 // New returns a hub over rdb. Metrics are registered with reg.
 func New(rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*Hub, error) {
 	m, err := newMetrics(reg)
@@ -89,14 +87,20 @@ func New(rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger)
 		return nil, fmt.Errorf("hub: %w", err)
 	}
 	h := &Hub{
-		rdb:            rdb,
-		log:            log,
-		m:              m,
-		topics:         map[string]*topic{},
-		pendingConfirm: map[string]int{},
-		slots:          map[int]*upstream{},
+		rdb:      rdb,
+		log:      log,
+		m:        m,
+		topics:   map[string]*topic{},
+		nodes:    map[string]*upstream{},
+		unrouted: map[string]*topic{},
+		repair:   make(chan struct{}, 1),
+		stop:     make(chan struct{}),
 	}
 	h.cluster, _ = rdb.(*redis.ClusterClient)
+	if h.cluster != nil {
+		h.wg.Add(1)
+		go h.repairLoop()
+	}
 	return h, nil
 }
 
@@ -192,12 +196,16 @@ func (h *Hub) Close() error {
 		return nil
 	}
 	h.closed = true
-	var ups []*upstream
+	close(h.stop)
+	ups := make([]*upstream, 0, len(h.nodes)+1)
 	if h.single != nil {
 		ups = append(ups, h.single)
 	}
-	for _, u := range h.slots {
+	for _, u := range h.nodes {
 		ups = append(ups, u)
+	}
+	for _, u := range ups {
+		u.dead = true
 	}
 	h.mu.Unlock()
 	var errs []error
@@ -208,125 +216,36 @@ func (h *Hub) Close() error {
 	return errors.Join(errs...)
 }
 
-// subscribeUpstream sends the subscribe command; h.mu is held so commands
-// for one channel reach Redis in the order decided here. A failed write is
-// not final: go-redis tracks the channel and subscribes it again when its
-// reader reconnects, and Subscribe waits for that confirmation.
-func (h *Hub) subscribeUpstream(ctx context.Context, t *topic) {
-	h.pendingConfirm[t.name]++
-	var u *upstream
-	var err error
-	if h.cluster == nil {
-		if h.single == nil {
-			h.single = &upstream{ps: h.rdb.Subscribe(ctx), slot: -1}
-			defer h.startReader(h.single)
-		}
-		u = h.single
-		err = u.ps.Subscribe(ctx, t.name)
-	} else {
-		t.slot = keySlot(t.name)
-		if u = h.slots[t.slot]; u == nil {
-			// A connection per slot: go-redis re-subscribes all channels of a
-			// connection in one command after a reconnect, which Redis refuses
-			// when they span slots. The connection goes to the node owning
-			// the slot of its first channel, so it is made by the subscribe
-			// below, never by the reader started after it.
-			u = &upstream{ps: h.cluster.SSubscribe(ctx), slot: t.slot}
-			h.slots[t.slot] = u
-			defer h.startReader(u)
-		}
-		err = u.ps.SSubscribe(ctx, t.name)
-	}
-	u.topics++
-	h.m.upstreamOps.WithLabelValues("subscribe").Inc()
-	if err != nil {
-		h.m.upstreamErrors.Inc()
-		h.log.Warn("hub: subscribe failed; retrying on reconnect", "err", err)
-	}
-}
-
-func (h *Hub) unsubscribeUpstream(t *topic) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var err error
-	if h.cluster == nil {
-		err = h.single.ps.Unsubscribe(ctx, t.name)
-	} else if u := h.slots[t.slot]; u != nil {
-		err = u.ps.SUnsubscribe(ctx, t.name)
-	}
-	if err != nil {
-		// The connection is broken; go-redis re-subscribes only the channels
-		// it still tracks, and this one is already removed from them.
-		h.m.upstreamErrors.Inc()
-		h.log.Debug("hub: unsubscribe", "err", err)
-	}
-	h.m.upstreamOps.WithLabelValues("unsubscribe").Inc()
-	h.releaseUpstream(t)
-}
-
-// releaseUpstream drops a cluster slot connection when its last topic left.
-func (h *Hub) releaseUpstream(t *topic) {
-	if h.cluster == nil {
-		if h.single != nil {
-			h.single.topics--
-		}
-		return
-	}
-	u := h.slots[t.slot]
-	if u == nil {
-		return
-	}
-	u.topics--
-	if u.topics <= 0 {
-		delete(h.slots, t.slot)
-		for name := range h.pendingConfirm {
-			if keySlot(name) == t.slot {
-				delete(h.pendingConfirm, name)
-			}
-		}
-		_ = u.ps.Close()
-	}
-}
-
-func (h *Hub) startReader(u *upstream) {
-	ch := u.ps.ChannelWithSubscriptions(redis.WithChannelSize(4096))
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		for msg := range ch {
-			switch m := msg.(type) {
-			case *redis.Message:
-				h.deliver(m.Channel, []byte(m.Payload))
-			case *redis.Subscription:
-				if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-					h.confirmed(m.Channel)
-				}
-			}
-		}
-	}()
-}
-
-// confirmed handles a subscribe confirmation from Redis.
-func (h *Hub) confirmed(name string) {
+// confirmed handles a subscribe confirmation from Redis on connection u.
+func (h *Hub) confirmed(u *upstream, name string) {
 	h.mu.Lock()
 	resync := false
-	if n := h.pendingConfirm[name]; n > 0 {
+	if n := u.pending[name]; n > 0 {
 		if n == 1 {
-			delete(h.pendingConfirm, name)
+			delete(u.pending, name)
 		} else {
-			h.pendingConfirm[name] = n - 1
+			u.pending[name] = n - 1
 		}
 	} else {
+		// Nobody asked: go-redis re-subscribed after a reconnect.
 		resync = true
 	}
 	t := h.topics[name]
-	if t != nil && !t.isReady && h.pendingConfirm[name] == 0 {
+	if t == nil || t.up != u || u.pending[name] > 0 {
+		h.mu.Unlock()
+		return
+	}
+	if !t.isReady {
 		t.isReady = true
 		close(t.ready)
 		resync = false
 	}
+	if t.resync {
+		t.resync = false
+		resync = true
+	}
 	h.mu.Unlock()
-	if resync && t != nil {
+	if resync {
 		h.m.resyncs.Inc()
 		h.fanout(t, Message{Topic: name, Resync: true})
 	}

@@ -173,9 +173,9 @@ func TestSubscribersInDifferentSlotsOnACluster(t *testing.T) {
 		b.hub.Unsubscribe(topic, subs[i])
 	}
 	b.hub.mu.Lock()
-	open := len(b.hub.slots)
+	open := len(b.hub.nodes)
 	b.hub.mu.Unlock()
-	require.Zero(t, open, "slot connections are closed with their last topic")
+	require.Zero(t, open, "node connections are closed with their last topic")
 }
 
 func TestResubscribesAfterRedisRestart(t *testing.T) {

@@ -5,6 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	topics         prometheus.Gauge
 	localSubs      prometheus.Gauge
+	connections    prometheus.Gauge
 	upstreamOps    *prometheus.CounterVec
 	upstreamErrors prometheus.Counter
 	received       prometheus.Counter
@@ -22,6 +23,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		localSubs: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "presenced_hub_local_subscriptions",
 			Help: "Local (connection, topic) subscriptions.",
+		}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "presenced_hub_upstream_connections",
+			Help: "Redis pub/sub connections held: one on a single node, at most one per node on a cluster.",
 		}),
 		upstreamOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "presenced_hub_upstream_commands_total",
@@ -41,14 +46,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "presenced_hub_resyncs_total",
-			Help: "Topics re-subscribed after a Redis reconnect (messages may have been missed).",
+			Help: "Topics re-subscribed after a lost connection or a moved slot (messages may have been missed).",
 		}),
 		slowDrops: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "presenced_hub_slow_client_drops_total",
 			Help: "Connections dropped because their send queue was full.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.topics, m.localSubs, m.upstreamOps, m.upstreamErrors, m.received, m.deliveries, m.resyncs, m.slowDrops} {
+	for _, c := range []prometheus.Collector{m.topics, m.localSubs, m.connections, m.upstreamOps, m.upstreamErrors, m.received, m.deliveries, m.resyncs, m.slowDrops} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

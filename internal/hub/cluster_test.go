@@ -1,0 +1,175 @@
+package hub
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
+)
+
+// namedCluster is a cluster client whose connections carry a name unique to
+// the test, so the test can find and kill exactly the hub's connections.
+func namedCluster(t *testing.T) (*redis.ClusterClient, string) {
+	t.Helper()
+	opt, err := redis.ParseClusterURL(testenv.RedisClusterURL(t))
+	require.NoError(t, err)
+	opt.ClientName = "hubtest-" + strings.ReplaceAll(testenv.Prefix(t), ":", "-")
+	c := redis.NewClusterClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, opt.ClientName
+}
+
+// spreadTopics subscribes one counter to each of n topics and returns them.
+func spreadTopics(t *testing.T, b testBundle, n int) ([]string, []*counter) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	topics := make([]string, n)
+	subs := make([]*counter, n)
+	for i := range topics {
+		topics[i] = b.topic("spread-" + strconv.Itoa(i))
+		subs[i] = &counter{}
+		require.NoError(t, b.hub.Subscribe(ctx, topics[i], subs[i]))
+	}
+	return topics, subs
+}
+
+// publishAll publishes once on every topic and waits until each subscriber
+// has received want messages.
+func publishAll(t *testing.T, b testBundle, topics []string, subs []*counter, want int64, what string) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	for _, topic := range topics {
+		require.NoError(t, b.hub.Publish(ctx, topic, []byte("x")))
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		for _, c := range subs {
+			if c.n.Load() != want {
+				return false
+			}
+		}
+		return true
+	}, "%s", what)
+}
+
+func TestClusterTopicsShareOneConnectionPerNode(t *testing.T) {
+	b := setup(t, testenv.RedisCluster(t))
+	topics, subs := spreadTopics(t, b, 300)
+	slots := map[int]bool{}
+	for _, topic := range topics {
+		slots[keySlot(topic)] = true
+	}
+	require.Greater(t, len(slots), 250, "the topics span many slots")
+
+	b.hub.mu.Lock()
+	nodes := len(b.hub.nodes)
+	b.hub.mu.Unlock()
+	require.Equal(t, 3, nodes, "one pub/sub connection per cluster node")
+	require.Equal(t, float64(3), testutil.ToFloat64(b.hub.m.connections))
+	publishAll(t, b, topics, subs, 1, "every topic delivers over its node's connection")
+}
+
+func TestClusterResubscribesWhenConnectionsAreKilled(t *testing.T) {
+	rdb, name := namedCluster(t)
+	b := setup(t, rdb)
+	topics, subs := spreadTopics(t, b, 60)
+
+	ctx := testenv.Context(t)
+	killed := 0
+	for _, node := range masters(t, rdb) {
+		list, err := node.ClientList(ctx).Result()
+		require.NoError(t, err)
+		for _, line := range strings.Split(list, "\n") {
+			if !strings.Contains(line, " name="+name+" ") || !strings.Contains(line, "flags=P") {
+				continue
+			}
+			id := strings.TrimPrefix(strings.Fields(line)[0], "id=")
+			require.NoError(t, node.Do(ctx, "CLIENT", "KILL", "ID", id).Err())
+			killed++
+		}
+	}
+	require.Equal(t, 3, killed, "the hub's three pub/sub connections were found")
+
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		for _, c := range subs {
+			if c.resync.Load() != 1 {
+				return false
+			}
+		}
+		return true
+	}, "every subscriber is told to resync once")
+	publishAll(t, b, topics, subs, 1, "messages flow again on new connections")
+	require.Equal(t, float64(3), testutil.ToFloat64(b.hub.m.connections))
+}
+
+func TestClusterFollowsASlotToItsNewNode(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	b := setup(t, rdb)
+	ctx := testenv.Context(t)
+	topic := b.topic("moving")
+	c := &counter{}
+	require.NoError(t, b.hub.Subscribe(ctx, topic, c))
+
+	slot := keySlot(topic)
+	from, err := rdb.MasterForKey(ctx, topic)
+	require.NoError(t, err)
+	all := masters(t, rdb)
+	to := all[0]
+	if to.Options().Addr == from.Options().Addr {
+		to = all[1]
+	}
+	moveSlot(t, slot, to, from, all)
+	t.Cleanup(func() { moveSlot(t, slot, from, to, all) })
+
+	testenv.Eventually(t, 10*time.Second, func() bool { return c.resync.Load() == 1 },
+		"the subscriber is told to resync when Redis drops the moved channel")
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b.hub.mu.Lock()
+		defer b.hub.mu.Unlock()
+		tp := b.hub.topics[topic]
+		return tp != nil && tp.up != nil && tp.up.addr == to.Options().Addr && tp.up.pending[topic] == 0
+	}, "the topic is subscribed on the slot's new node")
+	require.NoError(t, b.hub.Publish(ctx, topic, []byte("after")))
+	testenv.Eventually(t, 10*time.Second, func() bool { return c.n.Load() == 1 }, "messages arrive from the new node")
+}
+
+// masters lists the cluster's master nodes.
+func masters(t *testing.T, rdb *redis.ClusterClient) []*redis.Client {
+	t.Helper()
+	var mu sync.Mutex
+	var nodes []*redis.Client
+	require.NoError(t, rdb.ForEachMaster(context.Background(), func(_ context.Context, node *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		nodes = append(nodes, node)
+		return nil
+	}))
+	require.Len(t, nodes, 3)
+	return nodes
+}
+
+// moveSlot hands an empty slot from one master to another, the way an
+// operator's resharding does: the target first, then the source, then the
+// rest, so no node answers for it with a stale owner for long.
+func moveSlot(t *testing.T, slot int, to, from *redis.Client, masters []*redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	id, err := to.ClusterMyID(ctx).Result()
+	require.NoError(t, err)
+	order := []*redis.Client{to, from}
+	for _, m := range masters {
+		if m.Options().Addr != to.Options().Addr && m.Options().Addr != from.Options().Addr {
+			order = append(order, m)
+		}
+	}
+	for _, m := range order {
+		require.NoError(t, m.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", id).Err())
+	}
+}
