@@ -185,35 +185,25 @@ func (s *SeatMap) states(ctx context.Context, l *layout) ([]byte, error) {
 	case !errors.Is(err, redis.Nil):
 		return s.direct(ctx, l)
 	}
-	token := store.NewToken()
 	fill := s.keys.fillLease(l.event, allScope)
-	won, err := s.rdb.SetNX(ctx, fill, token, fillLeaseTTL).Result()
-	if err != nil {
-		return s.direct(ctx, l) // Redis just failed
-	}
-	if won {
-		defer func() {
-			_ = fillRelease.Run(context.WithoutCancel(ctx), s.rdb, []string{fill}, token).Err()
-		}()
-		// The previous holder may have filled it between our miss and our
-		// lease: look again before querying.
-		if b, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
-			s.m.cache.WithLabelValues("waited").Inc()
-			return b, nil
-		}
-		b, err := s.queryStates(ctx, l)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.rdb.Set(ctx, key, b, s.cfg.SeatMapTTL).Err(); err != nil {
-			s.log.Debug("store seat-map snapshot", "err", err)
-		}
-		s.m.cache.WithLabelValues("filled").Inc()
-		return b, nil
-	}
-	s.m.fillContention.Inc()
 	deadline := time.Now().Add(s.cfg.SeatMapFillWait)
-	for time.Now().Before(deadline) {
+	for waited := false; ; waited = true {
+		// Trying the lease on every round, not once, lets a waiter take over
+		// when the filler failed, instead of all waiters timing out.
+		token := store.NewToken()
+		won, err := s.rdb.SetNX(ctx, fill, token, fillLeaseTTL).Result()
+		if err != nil {
+			return s.direct(ctx, l) // Redis just failed
+		}
+		if won {
+			return s.fill(ctx, l, key, fill, token)
+		}
+		if !waited {
+			s.m.fillContention.Inc()
+		}
+		if !time.Now().Before(deadline) {
+			return nil, web.Unavailable(time.Second, "the seat map is being refreshed; retry")
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -224,7 +214,29 @@ func (s *SeatMap) states(ctx context.Context, l *layout) ([]byte, error) {
 			return b, nil
 		}
 	}
-	return nil, web.Unavailable(time.Second, "the seat map is being refreshed; retry")
+}
+
+// fill queries the states and stores the snapshot; the caller holds the
+// fill lease, released here by its token.
+func (s *SeatMap) fill(ctx context.Context, l *layout, key, lease, token string) ([]byte, error) {
+	defer func() {
+		_ = fillRelease.Run(context.WithoutCancel(ctx), s.rdb, []string{lease}, token).Err()
+	}()
+	// The previous holder may have filled it between our miss and our
+	// lease: look again before querying.
+	if b, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
+		s.m.cache.WithLabelValues("waited").Inc()
+		return b, nil
+	}
+	b, err := s.queryStates(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.rdb.Set(ctx, key, b, s.cfg.SeatMapTTL).Err(); err != nil {
+		s.log.Debug("store seat-map snapshot", "err", err)
+	}
+	s.m.cache.WithLabelValues("filled").Inc()
+	return b, nil
 }
 
 // direct reads states from PostgreSQL without the snapshot (Redis is

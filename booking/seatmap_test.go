@@ -153,6 +153,8 @@ func TestFillLeaseCollapsesMisses(t *testing.T) {
 	event, _ := br.event(t, "A:100x100@100")
 	l, err := br.sm.layoutOf(context.Background(), event)
 	require.NoError(t, err)
+	// Generous, so a slow CI machine measures the collapse, not its speed.
+	br.sm.cfg.SeatMapFillWait = 10 * time.Second
 	var wg sync.WaitGroup
 	errs := make(chan error, 200)
 	for i := 0; i < 200; i++ {
@@ -170,6 +172,34 @@ func TestFillLeaseCollapsesMisses(t *testing.T) {
 		t.Errorf("reader failed: %v", err)
 	}
 	require.Equal(t, float64(1), testutil.ToFloat64(br.m.cache.WithLabelValues("filled")), "one query for the whole stampede")
+}
+
+// A filler that gave up its lease without filling (it failed or died) is
+// replaced by a waiter, instead of every waiter answering 503.
+func TestWaiterTakesOverAFailedFill(t *testing.T) {
+	t.Parallel()
+	br := setupBrowse(t, testenv.Redis(t))
+	event, _ := br.event(t, "A:2x2@100")
+	l, err := br.sm.layoutOf(context.Background(), event)
+	require.NoError(t, err)
+	br.sm.cfg.SeatMapFillWait = 10 * time.Second
+	lease := br.sm.keys.fillLease(event, allScope)
+	require.NoError(t, br.rdb.Set(context.Background(), lease, "stuck-filler", time.Minute).Err())
+
+	got := make(chan error, 1)
+	go func() {
+		_, err := br.sm.states(context.Background(), l)
+		got <- err
+	}()
+	testenv.Eventually(t, 5*time.Second, func() bool { return testutil.ToFloat64(br.m.fillContention) == 1 }, "the reader waits for the filler")
+	require.NoError(t, br.rdb.Del(context.Background(), lease).Err())
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not take over the released lease")
+	}
+	require.Equal(t, float64(1), testutil.ToFloat64(br.m.cache.WithLabelValues("filled")))
 }
 
 // The browse login can only SELECT.
