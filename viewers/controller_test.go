@@ -49,14 +49,18 @@ func TestControllerPromotesAndDemotes(t *testing.T) {
 	for i := range cookies {
 		cookies[i] = sessionCookie(e.post(hotel, "", nil), e.cfg.CookieName)
 	}
-	wg.Add(1)
-	go func() { // ~150 heartbeats/s from 30 sessions
-		defer wg.Done()
-		for i := 0; ctx.Err() == nil; i++ {
-			e.post(hotel, cookies[i%len(cookies)], nil)
-			time.Sleep(6 * time.Millisecond)
-		}
-	}()
+	// Three posters of ~150 heartbeats/s each, so that even a slow CI
+	// machine stays well above the promotion rate of 40 adds/s.
+	for p := 0; p < 3; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := p; ctx.Err() == nil; i += 3 {
+				e.post(hotel, cookies[i%len(cookies)], nil)
+				time.Sleep(6 * time.Millisecond)
+			}
+		}()
+	}
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		r, w, _, pending := tierRow(t, hotel)
 		return r == 16 && w == 1 && pending
