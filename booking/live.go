@@ -101,15 +101,20 @@ func (s *SeatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *web.Sockets, t
 		conn.Close(websocket.CloseTryAgainLater, "subscription unavailable")
 		return nil
 	}
-	defer unsubscribeAll(h, topics, sub)
 	conn.Send(resetMessage)
-	for {
-		// The viewer sends nothing we act on; reading keeps pings and the
-		// close handshake flowing.
-		if _, err := conn.Read(); err != nil {
-			return nil
+	// Read from its own goroutine so the handler returns and the HTTP
+	// server's per-connection buffers are freed for the socket's lifetime.
+	go func() {
+		defer unsubscribeAll(h, topics, sub)
+		for {
+			// The viewer sends nothing we act on; reading keeps pings and
+			// the close handshake flowing.
+			if _, err := conn.Read(); err != nil {
+				return
+			}
 		}
-	}
+	}()
+	return nil
 }
 
 func subscribeAll(ctx context.Context, h *hub.Hub, topics []string, sub hub.Subscriber) error {

@@ -83,6 +83,14 @@ func (mod *Module) websocket(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// Served from its own goroutine so the handler returns and the HTTP
+	// server's per-connection buffers are freed for the socket's lifetime.
+	go mod.serveSocket(conn)
+	return nil
+}
+
+// serveSocket reads a count subscriber's frames until the socket closes.
+func (mod *Module) serveSocket(conn *web.Conn) {
 	cl := &wsClient{conn: conn, subs: map[string]bool{}}
 	defer func() {
 		cl.mu.Lock()
@@ -100,7 +108,7 @@ func (mod *Module) websocket(c echo.Context) error {
 	for {
 		msg, err := conn.Read()
 		if err != nil {
-			return nil
+			return
 		}
 		env, perr := web.ParseEnvelope(msg)
 		if perr == nil && !limiter.Allow() {

@@ -165,18 +165,28 @@ func (h *handlers) socket(c echo.Context) error {
 			return nil
 		}
 		conn.SendAndClose(frame, websocket.CloseNormalClosure, "admitted")
-		drain(conn)
+		go drain(conn)
 		return nil
 	}
 	conn.Send(web.EventFrame(eventPosition, h.m.queuedAnswer(room, p), ""))
 	r := h.m.rooms.attach(event, w)
+	// The socket is served from its own goroutine so the handler returns
+	// and the HTTP server's buffers for the connection are freed: an idle
+	// socket in line keeps only what the WebSocket needs.
+	go h.serveSocket(r, w, event)
+	return nil
+}
+
+// serveSocket reads a queued user's frames until the socket closes.
+func (h *handlers) serveSocket(r *room, w *waiter, event string) {
 	defer h.m.rooms.detach(r, w)
+	conn, user := w.conn, w.user
 	limit := rate.NewLimiter(clientFrameRate, clientFrameBurst)
 	refused := 0
 	for {
 		msg, err := conn.Read()
 		if err != nil {
-			return nil
+			return
 		}
 		if !limit.Allow() {
 			// A client that keeps flooding is closed rather than answered.
