@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"op"}),
 		upstreamErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "presenced_hub_upstream_errors_total",
-			Help: "Subscribe or unsubscribe commands that failed to reach Redis.",
+			Help: "Subscribe or unsubscribe commands that failed to reach Redis, and pub/sub connections lost.",
 		}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "presenced_hub_messages_received_total",
