@@ -54,7 +54,7 @@ type Hub struct {
 	topics map[string]*topic
 	single *upstream            // single node: one connection for all topics
 	nodes  map[string]*upstream // cluster: one connection per node, by address
-	// unrouted holds cluster topics whose connection failed or whose node
+	// unrouted holds topics whose connection failed or whose node
 	// could not be found; the repair loop subscribes them again.
 	unrouted map[string]*topic
 	repair   chan struct{}
@@ -97,10 +97,8 @@ func New(rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger)
 		stop:     make(chan struct{}),
 	}
 	h.cluster, _ = rdb.(*redis.ClusterClient)
-	if h.cluster != nil {
-		h.wg.Add(1)
-		go h.repairLoop()
-	}
+	h.wg.Add(1)
+	go h.repairLoop()
 	return h, nil
 }
 
@@ -129,7 +127,7 @@ func (h *Hub) Subscribe(ctx context.Context, name string, sub Subscriber) error 
 	t := h.topics[name]
 	if t == nil {
 		t = &topic{name: name, ready: make(chan struct{}), members: map[Subscriber]struct{}{}}
-		h.subscribeUpstream(ctx, t)
+		h.subscribeUpstream(t)
 		h.topics[name] = t
 		h.m.topics.Inc()
 	}

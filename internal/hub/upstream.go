@@ -9,81 +9,132 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// upstream is one Redis pub/sub connection and the topics it carries.
+// upstream is one Redis pub/sub connection and the topics it carries: the
+// only one on a single node, one per node on a cluster.
 //
-// On a single node one connection carries every topic and go-redis
-// re-subscribes them after a reconnect. On a cluster there is one connection
-// per node, and the hub re-subscribes itself: go-redis would send every
-// channel of a connection in one SSUBSCRIBE, which Redis refuses when they
-// span slots, and a node may no longer own a slot after a failover.
+// The hub re-subscribes by itself and never lets go-redis do it: after a
+// reconnect go-redis sends every channel of a connection in one command.
+// With tens of thousands of topics that command takes Redis hundreds of
+// milliseconds, long enough to time out the next one, and the connection
+// never recovers; on a cluster Redis refuses it outright when the channels
+// span slots. So a connection that fails once is abandoned, and its topics
+// are subscribed again on a new one, in bounded commands.
 type upstream struct {
-	ps     *redis.PubSub
-	addr   string // cluster node address; empty on a single node
-	topics map[string]*topic
+	ps      *redis.PubSub
+	addr    string // cluster node address; empty on a single node
+	sharded bool
+	topics  map[string]*topic
 	// pending counts subscribe commands per channel whose confirmation has
 	// not arrived; leaving does the same for unsubscribe commands, so that
 	// an unsubscribe nobody sent is known to come from Redis.
 	pending map[string]int
 	leaving map[string]int
-	dead    bool // guarded by Hub.mu; set once the connection is given up
-}
-
-func newUpstream(ps *redis.PubSub, addr string) *upstream {
-	return &upstream{ps: ps, addr: addr, topics: map[string]*topic{}, pending: map[string]int{}, leaving: map[string]int{}}
+	dead    bool // guarded by Hub.mu; set once the connection is abandoned
 }
 
 const (
-	// healthInterval is how long a cluster connection may stay silent before
-	// it is pinged; a second silent interval declares it dead.
+	// healthInterval is how long a connection may stay silent before it is
+	// pinged; a second silent interval declares it dead.
 	healthInterval = 15 * time.Second
-	// repairInterval bounds how often unrouted topics are retried, so a node
-	// that refuses connections is not dialled in a tight loop.
-	repairInterval = 250 * time.Millisecond
+	// writeTimeout bounds one subscribe or unsubscribe command. It is the
+	// hub's own, not the caller's, so a caller giving up does not break a
+	// connection other topics share.
+	writeTimeout = 5 * time.Second
+	// repairChunk bounds the channels of one re-subscribe command.
+	repairChunk = 500
+	// repairMinWait and repairMaxWait bound the pause between repair passes;
+	// it doubles while passes keep failing, so a Redis that is down is not
+	// dialled in a tight loop.
+	repairMinWait = 250 * time.Millisecond
+	repairMaxWait = 5 * time.Second
 )
 
-// subscribeUpstream sends the subscribe command; h.mu is held so commands
-// for one channel reach Redis in the order decided here. A failed write is
-// not final: on a single node go-redis subscribes the channel again when its
-// reader reconnects, on a cluster the failed connection's reader hands its
-// topics to the repair loop; Subscribe waits for the confirmation either way.
-func (h *Hub) subscribeUpstream(ctx context.Context, t *topic) {
-	if h.cluster != nil {
-		h.route(ctx, t)
-		return
+func (u *upstream) subscribe(names ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	if u.sharded {
+		return u.ps.SSubscribe(ctx, names...)
 	}
-	if h.single == nil {
-		h.single = newUpstream(h.rdb.Subscribe(ctx), "")
-		h.m.connections.Inc()
-		defer h.startSingleReader(h.single)
-	}
-	u := h.single
-	u.pending[t.name]++
-	u.topics[t.name] = t
-	t.up = u
-	h.sent("subscribe", u.ps.Subscribe(ctx, t.name))
+	return u.ps.Subscribe(ctx, names...)
 }
 
-// route subscribes a cluster topic on the connection to its slot's node.
-func (h *Hub) route(ctx context.Context, t *topic) {
-	node, err := h.cluster.MasterForKey(ctx, t.name)
+func (u *upstream) unsubscribe(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	if u.sharded {
+		return u.ps.SUnsubscribe(ctx, name)
+	}
+	return u.ps.Unsubscribe(ctx, name)
+}
+
+// subscribeUpstream subscribes a new topic; h.mu is held so commands for
+// one channel reach Redis in the order decided here. Subscribe waits for
+// the confirmation, which also comes after a failure: the repair loop
+// subscribes the topic again.
+func (h *Hub) subscribeUpstream(t *topic) {
+	if len(h.unrouted) > 0 {
+		// Redis is failing: queue behind the topics being repaired rather
+		// than dial from here.
+		h.unrouted[t.name] = t
+		return
+	}
+	u, err := h.target(t.name)
 	if err != nil {
 		h.unrouted[t.name] = t
 		h.sent("subscribe", err)
+		h.kickRepair()
 		return
+	}
+	h.attach(u, []*topic{t})
+}
+
+// target is the live connection for a channel, created when missing.
+func (h *Hub) target(channel string) (*upstream, error) {
+	if h.cluster == nil {
+		if h.single == nil {
+			h.single = h.open(h.rdb.Subscribe(context.Background()), "", false)
+		}
+		return h.single, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	node, err := h.cluster.MasterForKey(ctx, channel)
+	if err != nil {
+		return nil, err
 	}
 	addr := node.Options().Addr
 	u := h.nodes[addr]
 	if u == nil {
-		u = newUpstream(node.SSubscribe(ctx), addr)
+		u = h.open(node.SSubscribe(ctx), addr, true)
 		h.nodes[addr] = u
-		h.m.connections.Inc()
-		h.wg.Add(1)
-		go h.readNode(u)
 	}
-	u.pending[t.name]++
-	u.topics[t.name] = t
-	t.up = u
-	h.sent("subscribe", u.ps.SSubscribe(ctx, t.name))
+	return u, nil
+}
+
+// open starts reading a new connection; nothing is dialled before its
+// first command.
+func (h *Hub) open(ps *redis.PubSub, addr string, sharded bool) *upstream {
+	u := &upstream{ps: ps, addr: addr, sharded: sharded, topics: map[string]*topic{}, pending: map[string]int{}, leaving: map[string]int{}}
+	h.m.connections.Inc()
+	h.wg.Add(1)
+	go h.read(u)
+	return u
+}
+
+// attach subscribes topics on u in one command; h.mu is held.
+func (h *Hub) attach(u *upstream, ts []*topic) {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		u.pending[t.name]++
+		u.topics[t.name] = t
+		t.up = u
+		names[i] = t.name
+	}
+	err := u.subscribe(names...)
+	h.sent("subscribe", err)
+	if err != nil {
+		h.abandon(u, err)
+	}
 }
 
 func (h *Hub) unsubscribeUpstream(t *topic) {
@@ -94,37 +145,53 @@ func (h *Hub) unsubscribeUpstream(t *topic) {
 		return
 	}
 	delete(u.topics, t.name)
-	if u != h.single && len(u.topics) == 0 {
+	if u.sharded && len(u.topics) == 0 {
 		// The node's last topic left: closing the connection unsubscribes.
-		h.dropNode(u)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if u == h.single {
-		h.sent("unsubscribe", u.ps.Unsubscribe(ctx, t.name))
+		h.drop(u)
 		return
 	}
 	u.leaving[t.name]++
-	h.sent("unsubscribe", u.ps.SUnsubscribe(ctx, t.name))
+	err := u.unsubscribe(t.name)
+	h.sent("unsubscribe", err)
+	if err != nil {
+		h.abandon(u, err)
+	}
 }
 
-// sent counts a command; a failure is logged, not returned, because the
-// reconnect path owns recovery.
+// sent counts a command and logs a failure; recovery is the repair loop's.
 func (h *Hub) sent(op string, err error) {
 	h.m.upstreamOps.WithLabelValues(op).Inc()
 	if err != nil {
 		h.m.upstreamErrors.Inc()
-		h.log.Debug("hub: upstream command failed; recovered on reconnect", "op", op, "err", err)
+		h.log.Debug("hub: upstream command failed", "op", op, "err", err)
 	}
 }
 
-// dropNode forgets a cluster connection; h.mu is held.
-func (h *Hub) dropNode(u *upstream) {
+// abandon gives up a failed connection and queues its topics for the
+// repair loop; h.mu is held.
+func (h *Hub) abandon(u *upstream, err error) {
+	if u.dead {
+		return
+	}
+	for _, t := range u.topics {
+		h.unroute(t)
+	}
+	u.topics = nil
+	h.drop(u)
+	h.m.upstreamErrors.Inc()
+	h.log.Warn("hub: redis pub/sub connection lost; re-subscribing its topics", "node", u.addr, "topics", len(h.unrouted), "err", err)
+	h.kickRepair()
+}
+
+// drop forgets a connection and closes it; h.mu is held.
+func (h *Hub) drop(u *upstream) {
 	if u.dead {
 		return
 	}
 	u.dead = true
+	if h.single == u {
+		h.single = nil
+	}
 	if h.nodes[u.addr] == u {
 		delete(h.nodes, u.addr)
 	}
@@ -133,29 +200,8 @@ func (h *Hub) dropNode(u *upstream) {
 	go func() { _ = u.ps.Close() }()
 }
 
-func (h *Hub) startSingleReader(u *upstream) {
-	ch := u.ps.ChannelWithSubscriptions(redis.WithChannelSize(4096))
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		for msg := range ch {
-			switch m := msg.(type) {
-			case *redis.Message:
-				h.deliver(m.Channel, []byte(m.Payload))
-			case *redis.Subscription:
-				if m.Kind == "subscribe" {
-					h.confirmed(u, m.Channel)
-				}
-			}
-		}
-	}()
-}
-
-// readNode reads one cluster connection until it fails or is closed. Any
-// error gives the connection up and re-routes its topics: after a reconnect
-// go-redis would re-subscribe them in one cross-slot command, and after a
-// failover the node may no longer own them.
-func (h *Hub) readNode(u *upstream) {
+// read reads one connection until it fails or is closed.
+func (h *Hub) read(u *upstream) {
 	defer h.wg.Done()
 	pinged := false
 	for {
@@ -166,7 +212,9 @@ func (h *Hub) readNode(u *upstream) {
 			err = u.ps.Ping(context.Background())
 		}
 		if err != nil {
-			h.failNode(u, err)
+			h.mu.Lock()
+			h.abandon(u, err)
+			h.mu.Unlock()
 			return
 		}
 		pinged = false
@@ -175,32 +223,13 @@ func (h *Hub) readNode(u *upstream) {
 			h.deliver(m.Channel, []byte(m.Payload))
 		case *redis.Subscription:
 			switch m.Kind {
-			case "ssubscribe":
+			case "subscribe", "ssubscribe":
 				h.confirmed(u, m.Channel)
-			case "sunsubscribe":
+			case "unsubscribe", "sunsubscribe":
 				h.unsubscribed(u, m.Channel)
 			}
 		}
 	}
-}
-
-// failNode gives up a broken cluster connection and queues its topics for
-// the repair loop.
-func (h *Hub) failNode(u *upstream, err error) {
-	h.mu.Lock()
-	if u.dead {
-		h.mu.Unlock()
-		return
-	}
-	for _, t := range u.topics {
-		h.unroute(t)
-	}
-	u.topics = nil
-	h.dropNode(u)
-	h.mu.Unlock()
-	h.m.upstreamErrors.Inc()
-	h.log.Warn("hub: redis connection lost; re-subscribing its topics", "node", u.addr, "err", err)
-	h.kickRepair()
 }
 
 // unsubscribed handles an unsubscribe confirmation. One nobody sent means
@@ -239,12 +268,13 @@ func (h *Hub) kickRepair() {
 	}
 }
 
-// repairLoop subscribes unrouted cluster topics again, on whichever node
-// owns their slot now.
+// repairLoop subscribes unrouted topics again, on whichever node owns
+// their slot now.
 func (h *Hub) repairLoop() {
 	defer h.wg.Done()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	wait := repairMinWait
 	for {
 		select {
 		case <-h.stop:
@@ -252,32 +282,61 @@ func (h *Hub) repairLoop() {
 		case <-h.repair:
 		case <-tick.C:
 		}
-		h.repairOnce()
+		if h.repairOnce() {
+			wait = repairMinWait
+		} else {
+			wait = min(2*wait, repairMaxWait)
+		}
 		select {
 		case <-h.stop:
 			return
-		case <-time.After(repairInterval):
+		case <-time.After(wait):
 		}
 	}
 }
 
-func (h *Hub) repairOnce() {
+// repairOnce re-subscribes the unrouted topics in commands of at most
+// repairChunk channels of one slot. A slot without a known node is skipped
+// for this pass; a connection that fails ends the pass. It reports whether
+// nothing failed.
+func (h *Hub) repairOnce() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.unrouted) == 0 || h.closed {
-		return
+		return true
 	}
-	// The slot map may be stale after a failover; the reload is lazy, so
-	// a topic routed to a dead node now is re-routed on a later pass.
-	h.cluster.ReloadState(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	todo := make([]*topic, 0, len(h.unrouted))
-	for name, t := range h.unrouted {
-		todo = append(todo, t)
-		delete(h.unrouted, name)
+	if h.cluster != nil {
+		// The slot map may be stale after a failover; the reload is lazy,
+		// so a topic routed to a dead node now is re-routed on a later pass.
+		h.cluster.ReloadState(context.Background())
 	}
-	for _, t := range todo {
-		h.route(ctx, t)
+	groups := map[int][]*topic{}
+	for _, t := range h.unrouted {
+		slot := 0
+		if h.cluster != nil {
+			slot = keySlot(t.name)
+		}
+		groups[slot] = append(groups[slot], t)
 	}
+	ok := true
+	for _, ts := range groups {
+		for len(ts) > 0 {
+			chunk := ts[:min(len(ts), repairChunk)]
+			ts = ts[len(chunk):]
+			u, err := h.target(chunk[0].name)
+			if err != nil {
+				h.sent("subscribe", err)
+				ok = false
+				break
+			}
+			for _, t := range chunk {
+				delete(h.unrouted, t.name)
+			}
+			h.attach(u, chunk)
+			if u.dead {
+				return false // attach failed; its topics are unrouted again
+			}
+		}
+	}
+	return ok
 }

@@ -81,19 +81,9 @@ func TestClusterResubscribesWhenConnectionsAreKilled(t *testing.T) {
 	b := setup(t, rdb)
 	topics, subs := spreadTopics(t, b, 60)
 
-	ctx := testenv.Context(t)
 	killed := 0
 	for _, node := range masters(t, rdb) {
-		list, err := node.ClientList(ctx).Result()
-		require.NoError(t, err)
-		for _, line := range strings.Split(list, "\n") {
-			if !strings.Contains(line, " name="+name+" ") || !strings.Contains(line, "flags=P") {
-				continue
-			}
-			id := strings.TrimPrefix(strings.Fields(line)[0], "id=")
-			require.NoError(t, node.Do(ctx, "CLIENT", "KILL", "ID", id).Err())
-			killed++
-		}
+		killed += killPubSub(t, node, name)
 	}
 	require.Equal(t, 3, killed, "the hub's three pub/sub connections were found")
 
@@ -138,6 +128,52 @@ func TestClusterFollowsASlotToItsNewNode(t *testing.T) {
 	}, "the topic is subscribed on the slot's new node")
 	require.NoError(t, b.hub.Publish(ctx, topic, []byte("after")))
 	testenv.Eventually(t, 10*time.Second, func() bool { return c.n.Load() == 1 }, "messages arrive from the new node")
+}
+
+// killPubSub kills the pub/sub connections named name on one server.
+func killPubSub(t *testing.T, node *redis.Client, name string) int {
+	t.Helper()
+	ctx := context.Background()
+	list, err := node.ClientList(ctx).Result()
+	require.NoError(t, err)
+	killed := 0
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.Contains(line, " name="+name+" ") || !strings.Contains(line, "flags=P") {
+			continue
+		}
+		id := strings.TrimPrefix(strings.Fields(line)[0], "id=")
+		require.NoError(t, node.Do(ctx, "CLIENT", "KILL", "ID", id).Err())
+		killed++
+	}
+	return killed
+}
+
+// A lost connection carrying thousands of topics is replaced by one that
+// subscribes them in bounded commands, never in one giant SUBSCRIBE.
+func TestManyTopicsAreResubscribedInBoundedCommands(t *testing.T) {
+	opt, err := redis.ParseURL(testenv.RedisURL(t))
+	require.NoError(t, err)
+	opt.ClientName = "hubtest-" + strings.ReplaceAll(testenv.Prefix(t), ":", "-")
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	b := setup(t, rdb)
+	const n = 1200
+	topics, subs := spreadTopics(t, b, n)
+	before := testutil.ToFloat64(b.hub.m.upstreamOps.WithLabelValues("subscribe"))
+
+	require.Equal(t, 1, killPubSub(t, rdb, opt.ClientName))
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		for _, c := range subs {
+			if c.resync.Load() != 1 {
+				return false
+			}
+		}
+		return true
+	}, "every subscriber is told to resync once")
+	sent := testutil.ToFloat64(b.hub.m.upstreamOps.WithLabelValues("subscribe")) - before
+	require.Equal(t, float64((n+repairChunk-1)/repairChunk), sent, "one command per %d channels", repairChunk)
+	publishAll(t, b, topics[:50], subs[:50], 1, "messages flow again")
+	require.Equal(t, float64(1), testutil.ToFloat64(b.hub.m.connections))
 }
 
 // masters lists the cluster's master nodes.
