@@ -33,9 +33,17 @@ type gateway struct {
 	// opening bounds the connections being opened at once: a reconnect
 	// storm gets 503 with a jittered Retry-After instead of a Redis queue.
 	opening chan struct{}
+	// listening is closed once the control channels are subscribed: a
+	// connection accepted before would miss what other gateways announce
+	// about its user (a subscription made elsewhere, a notification).
+	listening chan struct{}
 
 	wg sync.WaitGroup // connection goroutines, waited for at shutdown
 }
+
+// listenWait bounds how long a connection opened at start-up waits for the
+// control channels before it is refused with 503.
+const listenWait = 5 * time.Second
 
 func newGateway(m *Module, sendQueue int) *gateway {
 	hw := sendQueue / 2
@@ -44,7 +52,7 @@ func newGateway(m *Module, sendQueue int) *gateway {
 	}
 	g := &gateway{
 		mod: m, cfg: m.cfg, f: m.f, m: m.m, highWater: hw, idle: newIdleWheel(),
-		jobs: make(chan job), opening: make(chan struct{}, maxOpening),
+		jobs: make(chan job), opening: make(chan struct{}, maxOpening), listening: make(chan struct{}),
 	}
 	for i := 0; i < maxInFlight; i++ {
 		g.workers.Add(1)
@@ -97,6 +105,11 @@ func (g *gateway) handle(c echo.Context) error {
 		return web.Errorf(http.StatusUnauthorized, "unauthorized", "the token's subject is not a usable user id")
 	}
 	select {
+	case <-g.listening:
+	case <-time.After(listenWait):
+		return web.Unavailable(time.Second, "the gateway is starting; retry after the delay")
+	}
+	select {
 	case g.opening <- struct{}{}:
 		defer func() { <-g.opening }()
 	default:
@@ -139,6 +152,7 @@ func (g *gateway) run(ctx context.Context) error {
 		}
 		defer g.mod.hub.Unsubscribe(topic, sub)
 	}
+	close(g.listening)
 	count := g.countSessions
 	g.m.sessions.count.Store(&count)
 	go g.idle.run(ctx)
