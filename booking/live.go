@@ -102,8 +102,8 @@ func (s *SeatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *web.Sockets, t
 		return nil
 	}
 	conn.Send(resetMessage)
-	// Read from its own goroutine so the handler returns and the HTTP
-	// server's per-connection buffers are freed for the socket's lifetime.
+	// Read from a goroutine of its own so the handler returns (see
+	// web.Sockets.Upgrade).
 	go func() {
 		defer unsubscribeAll(h, topics, sub)
 		for {

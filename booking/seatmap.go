@@ -186,11 +186,11 @@ func (s *SeatMap) states(ctx context.Context, l *layout) ([]byte, error) {
 		return s.direct(ctx, l)
 	}
 	fill := s.keys.fillLease(l.event, allScope)
+	token := store.NewToken()
 	deadline := time.Now().Add(s.cfg.SeatMapFillWait)
 	for waited := false; ; waited = true {
 		// Trying the lease on every round, not once, lets a waiter take over
 		// when the filler failed, instead of all waiters timing out.
-		token := store.NewToken()
 		won, err := s.rdb.SetNX(ctx, fill, token, fillLeaseTTL).Result()
 		if err != nil {
 			return s.direct(ctx, l) // Redis just failed

@@ -104,9 +104,7 @@ func (g *gateway) handle(c echo.Context) error {
 	if !validUserID(claims.Subject) {
 		return web.Errorf(http.StatusUnauthorized, "unauthorized", "the token's subject is not a usable user id")
 	}
-	select {
-	case <-g.listening:
-	case <-time.After(listenWait):
+	if !g.awaitListening() {
 		return web.Unavailable(time.Second, "the gateway is starting; retry after the delay")
 	}
 	select {
@@ -139,6 +137,24 @@ func (g *gateway) handle(c echo.Context) error {
 	}
 	go cl.serve()
 	return nil
+}
+
+// awaitListening reports whether the control channels are subscribed,
+// waiting up to listenWait at start-up; once they are, it costs no timer.
+func (g *gateway) awaitListening() bool {
+	select {
+	case <-g.listening:
+		return true
+	default:
+	}
+	t := time.NewTimer(listenWait)
+	defer t.Stop()
+	select {
+	case <-g.listening:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // run serves the gateway's background work until ctx ends, then waits for

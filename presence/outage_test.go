@@ -1,17 +1,13 @@
 package presence_test
 
 import (
-	"context"
 	"net/http"
-	"net/url"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/testenv"
-	"github.com/presenced/presenced/store"
 )
 
 // Redis going away is answered with unavailable, never with a made-up
@@ -20,10 +16,6 @@ import (
 func TestRedisOutageAndDataLoss(t *testing.T) {
 	t.Parallel()
 	srv := testenv.NewRedisServer(t)
-	u, err := url.Parse(srv.URL)
-	require.NoError(t, err)
-	port, err := strconv.Atoi(u.Port())
-	require.NoError(t, err)
 	cfg := testConfig(t)
 	cfg.Redis.URL = srv.URL
 	cfg.Redis.DialTimeout = 200 * time.Millisecond
@@ -41,9 +33,7 @@ func TestRedisOutageAndDataLoss(t *testing.T) {
 	require.Equal(t, "unavailable", carol.nextError().Code)
 	require.Equal(t, 1013, carol.waitClosed().Code)
 
-	back, err := store.StartRedisServer(context.Background(), store.RedisServerOptions{Port: port})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = back.Stop() })
+	testenv.RestartRedisServer(t, srv.URL)
 
 	// The restarted Redis lost bob's session: his next request ends it.
 	testenv.Eventually(t, 10*time.Second, func() bool {

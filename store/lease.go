@@ -58,6 +58,26 @@ func (l *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
+// AcquireLeases takes or renews many leases for one owner in one pipeline,
+// the keys possibly in different slots, and reports which it holds.
+func AcquireLeases(ctx context.Context, rdb redis.UniversalClient, keys []string, owner string, ttl time.Duration) ([]bool, error) {
+	cmds := make([]*redis.Cmd, len(keys))
+	err := leaseAcquire.Pipelined(ctx, rdb, func(p redis.Pipeliner) {
+		for i, k := range keys {
+			cmds[i] = leaseAcquire.Queue(ctx, p, []string{k}, owner, ttl.Milliseconds())
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("leases: %w", err)
+	}
+	held := make([]bool, len(keys))
+	for i, c := range cmds {
+		n, err := c.Int()
+		held[i] = err == nil && n == 1
+	}
+	return held, nil
+}
+
 // NewToken returns 128 random bits in hex, for owner tokens and fill leases.
 func NewToken() string {
 	b := make([]byte, 16)

@@ -29,6 +29,34 @@ func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args 
 	return s.s.Run(ctx, c, keys, args...)
 }
 
+// Queue adds the script to a pipeline by its SHA. Run the pipeline with
+// Pipelined, which loads the script when Redis does not know it.
+func (s *Script) Queue(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	return p.EvalSha(ctx, s.s.Hash(), keys, args...)
+}
+
+// Pipelined runs fill on a fresh pipeline and executes it; when Redis
+// answers NOSCRIPT it loads the script everywhere and runs once more. The
+// keys of one queued call share a hash tag; different calls need not. The
+// retry runs every call again, also those that had succeeded, so queue
+// only calls that may run twice (a renewal, or a debit that may be taken
+// twice after a Redis restart).
+func (s *Script) Pipelined(ctx context.Context, rdb redis.UniversalClient, fill func(p redis.Pipeliner)) error {
+	run := func() error {
+		p := rdb.Pipeline()
+		fill(p)
+		_, err := p.Exec(ctx)
+		return err
+	}
+	err := run()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = Load(ctx, rdb, s); err == nil {
+			err = run()
+		}
+	}
+	return err
+}
+
 // Load sends SCRIPT LOAD to every primary, so the first calls after start do
 // not pay for the NOSCRIPT round trip.
 func Load(ctx context.Context, c redis.UniversalClient, scripts ...*Script) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/testenv"
@@ -161,6 +162,29 @@ func TestLeaseHasOneHolder(t *testing.T) {
 	require.NoError(t, a.Release(ctx))
 	ok, _ = b.TryAcquire(ctx)
 	require.True(t, ok, "free after a released")
+}
+
+// Many leases in one pipeline across slots, with a script cache Redis has
+// just flushed (the NOSCRIPT path of Pipelined).
+func TestAcquireLeasesInOnePipeline(t *testing.T) {
+	t.Parallel()
+	for name, rdb := range map[string]redis.UniversalClient{"single": testenv.Redis(t), "cluster": testenv.RedisCluster(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			ks := store.NewKeyspace(testenv.Prefix(t))
+			keys := []string{ks.Entity("hotel", "a").Key("lease"), ks.Entity("hotel", "b").Key("lease"), ks.Entity("hotel", "c").Key("lease")}
+			require.NoError(t, rdb.ScriptFlush(ctx).Err())
+			held, err := store.AcquireLeases(ctx, rdb, keys[:2], "other", time.Minute)
+			require.NoError(t, err)
+			require.Equal(t, []bool{true, true}, held)
+			held, err = store.AcquireLeases(ctx, rdb, keys, "me", time.Minute)
+			require.NoError(t, err)
+			require.Equal(t, []bool{false, false, true}, held, "only the free lease is taken")
+			held, err = store.AcquireLeases(ctx, rdb, keys, "me", time.Minute)
+			require.NoError(t, err)
+			require.Equal(t, []bool{false, false, true}, held, "ours is renewed")
+		})
+	}
 }
 
 func TestAdvisoryLockHasOneHolder(t *testing.T) {

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/store"
@@ -280,11 +278,6 @@ func (fd *feed) fanout(members []member, res *countResult) {
 	fd.f.m.pushes.WithLabelValues("sse").Add(float64(sse))
 }
 
-//go:embed lua/lease.lua
-var leaseLua string
-
-var leaseScript = newScript("viewers_lease", leaseLua)
-
 // publishLoop recounts, every push_interval, the hotels this process has
 // subscribers for, and publishes the counts that changed. Several count
 // processes may follow one hotel: a short per-hotel lease elects the one
@@ -312,13 +305,11 @@ func (f *feeds) publishRound(ctx context.Context, owner string, published map[st
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.PushInterval)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(hotels))
-	ttl := (3 * f.cfg.PushInterval).Milliseconds()
-	err := leaseScript.pipelined(ctx, f.counter.rdb, func(p redis.Pipeliner) {
-		for i, h := range hotels {
-			cmds[i] = p.EvalSha(ctx, leaseScript.sha, []string{f.keys.publishLease(h)}, owner, ttl)
-		}
-	})
+	leases := make([]string, len(hotels))
+	for i, h := range hotels {
+		leases[i] = f.keys.publishLease(h)
+	}
+	held, err := store.AcquireLeases(ctx, f.counter.rdb, leases, owner, 3*f.cfg.PushInterval)
 	f.m.redisCommands.WithLabelValues("lease").Add(float64(len(hotels)))
 	if err != nil {
 		return
@@ -328,7 +319,7 @@ func (f *feeds) publishRound(ctx context.Context, owner string, published map[st
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for i, h := range hotels {
-		if n, err := cmds[i].Int(); err != nil || n != 1 {
+		if !held[i] {
 			continue
 		}
 		owned[h] = true

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/store"
 )
 
 // sessionLimiter is the per-session token bucket. It lives in process:
@@ -113,7 +115,7 @@ func parsePrefix(s string) (prefixKey, bool) {
 //go:embed lua/prefix_bucket.lua
 var prefixBucketLua string
 
-var prefixBucketScript = newScript("viewers_prefix_bucket", prefixBucketLua)
+var prefixBucketScript = store.NewScript("viewers_prefix_bucket", prefixBucketLua)
 
 // prefixLimiter is the global per-prefix bucket. Asking Redis on every
 // heartbeat would cost a round trip each; instead a prefix is admitted
@@ -260,10 +262,10 @@ func (l *prefixLimiter) sync(ctx context.Context) {
 }
 
 func (l *prefixLimiter) debit(ctx context.Context, debits []prefixDebit) error {
-	err := prefixBucketScript.pipelined(ctx, l.rdb, func(pipe redis.Pipeliner) {
+	err := prefixBucketScript.Pipelined(ctx, l.rdb, func(pipe redis.Pipeliner) {
 		for i := range debits {
 			d := &debits[i]
-			d.cmd = pipe.EvalSha(ctx, prefixBucketScript.sha, []string{l.keys.prefixBucket(d.p.String())}, l.rate, l.burst, d.n)
+			d.cmd = prefixBucketScript.Queue(ctx, pipe, []string{l.keys.prefixBucket(d.p.String())}, l.rate, l.burst, d.n)
 		}
 	})
 	if err != nil {

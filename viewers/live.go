@@ -83,8 +83,8 @@ func (mod *Module) websocket(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// Served from its own goroutine so the handler returns and the HTTP
-	// server's per-connection buffers are freed for the socket's lifetime.
+	// Read from a goroutine of its own so the handler returns (see
+	// web.Sockets.Upgrade).
 	go mod.serveSocket(conn)
 	return nil
 }

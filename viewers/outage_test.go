@@ -3,8 +3,6 @@ package viewers
 import (
 	"context"
 	"net/http"
-	"net/url"
-	"strconv"
 	"testing"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/testenv"
-	"github.com/presenced/presenced/store"
 )
 
 // Redis stops mid-test: counts are served stale, heartbeats fail fast
@@ -71,11 +68,7 @@ func TestRedisOutageServesStaleAndRecovers(t *testing.T) {
 	require.Equal(t, float64(0), e.metric(e.mod.m.writeHealthy))
 
 	// Redis returns on the same port.
-	u, _ := url.Parse(srv.URL)
-	port, _ := strconv.Atoi(u.Port())
-	again, err := store.StartRedisServer(context.Background(), store.RedisServerOptions{Port: port})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = again.Stop() })
+	testenv.RestartRedisServer(t, srv.URL)
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		return c.heartbeat("outage").StatusCode == http.StatusNoContent
 	}, "heartbeats are accepted again")

@@ -170,9 +170,8 @@ func (h *handlers) socket(c echo.Context) error {
 	}
 	conn.Send(web.EventFrame(eventPosition, h.m.queuedAnswer(room, p), ""))
 	r := h.m.rooms.attach(event, w)
-	// The socket is served from its own goroutine so the handler returns
-	// and the HTTP server's buffers for the connection are freed: an idle
-	// socket in line keeps only what the WebSocket needs.
+	// Read from a goroutine of its own so the handler returns (see
+	// web.Sockets.Upgrade).
 	go h.serveSocket(r, w, event)
 	return nil
 }

@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -182,7 +181,6 @@ func TestResubscribesAfterRedisRestart(t *testing.T) {
 	srv := testenv.NewRedisServer(t)
 	opt, err := redis.ParseURL(srv.URL)
 	require.NoError(t, err)
-	port, _ := strconv.Atoi(opt.Addr[strings.LastIndex(opt.Addr, ":")+1:])
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
 	b := setup(t, rdb)
@@ -192,9 +190,7 @@ func TestResubscribesAfterRedisRestart(t *testing.T) {
 	require.NoError(t, b.hub.Subscribe(ctx, topic, c))
 
 	require.NoError(t, srv.Stop())
-	srv2, err := store.StartRedisServer(ctx, store.RedisServerOptions{Port: port})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv2.Stop() })
+	testenv.RestartRedisServer(t, srv.URL)
 
 	testenv.Eventually(t, 15*time.Second, func() bool { return c.resync.Load() >= 1 }, "subscribers are told to resync")
 	require.NoError(t, b.hub.Publish(ctx, topic, []byte("after")))

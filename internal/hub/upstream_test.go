@@ -21,10 +21,28 @@ func namedCluster(t *testing.T) (*redis.ClusterClient, string) {
 	t.Helper()
 	opt, err := redis.ParseClusterURL(testenv.RedisClusterURL(t))
 	require.NoError(t, err)
-	opt.ClientName = "hubtest-" + strings.ReplaceAll(testenv.Prefix(t), ":", "-")
+	opt.ClientName = clientName(t)
 	c := redis.NewClusterClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	return c, opt.ClientName
+}
+
+// clientName is a connection name unique to the test.
+func clientName(t *testing.T) string {
+	return "hubtest-" + strings.ReplaceAll(testenv.Prefix(t), ":", "-")
+}
+
+// awaitOneResync waits until every subscriber was told to resync, once.
+func awaitOneResync(t *testing.T, subs []*counter) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		for _, c := range subs {
+			if c.resync.Load() != 1 {
+				return false
+			}
+		}
+		return true
+	}, "every subscriber is told to resync once")
 }
 
 // spreadTopics subscribes one counter to each of n topics and returns them.
@@ -87,14 +105,7 @@ func TestClusterResubscribesWhenConnectionsAreKilled(t *testing.T) {
 	}
 	require.Equal(t, 3, killed, "the hub's three pub/sub connections were found")
 
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		for _, c := range subs {
-			if c.resync.Load() != 1 {
-				return false
-			}
-		}
-		return true
-	}, "every subscriber is told to resync once")
+	awaitOneResync(t, subs)
 	publishAll(t, b, topics, subs, 1, "messages flow again on new connections")
 	require.Equal(t, float64(3), testutil.ToFloat64(b.hub.m.connections))
 }
@@ -153,7 +164,7 @@ func killPubSub(t *testing.T, node *redis.Client, name string) int {
 func TestManyTopicsAreResubscribedInBoundedCommands(t *testing.T) {
 	opt, err := redis.ParseURL(testenv.RedisURL(t))
 	require.NoError(t, err)
-	opt.ClientName = "hubtest-" + strings.ReplaceAll(testenv.Prefix(t), ":", "-")
+	opt.ClientName = clientName(t)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
 	b := setup(t, rdb)
@@ -162,14 +173,7 @@ func TestManyTopicsAreResubscribedInBoundedCommands(t *testing.T) {
 	before := testutil.ToFloat64(b.hub.m.upstreamOps.WithLabelValues("subscribe"))
 
 	require.Equal(t, 1, killPubSub(t, rdb, opt.ClientName))
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		for _, c := range subs {
-			if c.resync.Load() != 1 {
-				return false
-			}
-		}
-		return true
-	}, "every subscriber is told to resync once")
+	awaitOneResync(t, subs)
 	sent := testutil.ToFloat64(b.hub.m.upstreamOps.WithLabelValues("subscribe")) - before
 	require.Equal(t, float64((n+repairChunk-1)/repairChunk), sent, "one command per %d channels", repairChunk)
 	publishAll(t, b, topics[:50], subs[:50], 1, "messages flow again")

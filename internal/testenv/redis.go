@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +89,31 @@ func NewRedisServer(t testing.TB) *store.EmbeddedRedis {
 	srv, err := store.StartRedisServer(context.Background(), store.RedisServerOptions{})
 	if err != nil {
 		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	return srv
+}
+
+// RestartRedisServer starts an empty redis-server on the port of url, one
+// the test stopped, so clients come back to the address they knew; it is
+// stopped at test end.
+func RestartRedisServer(t testing.TB, url string) *store.EmbeddedRedis {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("redis url: %v", err)
+	}
+	_, p, err := net.SplitHostPort(opt.Addr)
+	if err != nil {
+		t.Fatalf("redis address: %v", err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatalf("redis port: %v", err)
+	}
+	srv, err := store.StartRedisServer(context.Background(), store.RedisServerOptions{Port: port})
+	if err != nil {
+		t.Fatalf("restart redis-server: %v", err)
 	}
 	t.Cleanup(func() { _ = srv.Stop() })
 	return srv
