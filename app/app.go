@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -21,10 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/viewers"
+	"github.com/presenced/presenced/waitingroom"
 	"github.com/presenced/presenced/web"
 )
 
@@ -41,6 +44,7 @@ type App struct {
 	started []string
 	// table is the part table used; tests swap in their own.
 	table map[string]part
+	mods  modules
 
 	mu        sync.Mutex
 	redis     redis.UniversalClient
@@ -56,7 +60,27 @@ type App struct {
 	loopWG    sync.WaitGroup
 	loopErr   chan error
 	devMode   []string
-	memos     map[string]any
+}
+
+// modules are the domain modules of this process, each built on first use
+// by the parts that share it.
+type modules struct {
+	viewers     lazy[viewers.Module]
+	presence    lazy[presence.Module]
+	waitingroom lazy[waitingroom.Module]
+	booking     lazy[booking.Module]
+}
+
+// lazy holds a value built once.
+type lazy[T any] struct {
+	once sync.Once
+	v    *T
+	err  error
+}
+
+func (l *lazy[T]) get(build func() (*T, error)) (*T, error) {
+	l.once.Do(func() { l.v, l.err = build() })
+	return l.v, l.err
 }
 
 type loop struct {
@@ -86,7 +110,6 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		parts:   partNames,
 		table:   parts,
 		pools:   map[string]*pgxpool.Pool{},
-		memos:   map[string]any{},
 		loopErr: make(chan error, 1),
 	}
 	a.loopCtx, a.stopLoops = context.WithCancel(context.Background())
@@ -107,7 +130,9 @@ func (a *App) Roles() []string { return a.roles }
 // Started lists the parts that were started (built parts of the roles).
 func (a *App) Started() []string { return a.started }
 
-// Start connects the stores the parts need and starts each part.
+// Start connects the stores the parts need and starts each part. ctx
+// bounds the whole start-up: cancelling it (SIGTERM while waiting for a
+// store) stops the start with its error.
 func (a *App) Start(ctx context.Context) error {
 	needs := map[dependency]bool{}
 	for _, name := range a.parts {
@@ -120,19 +145,11 @@ func (a *App) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if needs[needPostgres] {
-		if _, err := a.Postgres(ctx, store.PoolMain); err != nil {
-			return err
-		}
-	}
-	if needs[needReadOnly] {
-		if _, err := a.Postgres(ctx, store.PoolReadOnly); err != nil {
-			return err
-		}
-	}
-	if needs[needWebhook] {
-		if _, err := a.Postgres(ctx, store.PoolWebhook); err != nil {
-			return err
+	for _, purpose := range []string{store.PoolMain, store.PoolReadOnly} {
+		if needs[poolNeed(purpose)] {
+			if _, err := a.Postgres(ctx, purpose); err != nil {
+				return err
+			}
 		}
 	}
 	for _, name := range a.parts {
@@ -140,7 +157,10 @@ func (a *App) Start(ctx context.Context) error {
 		if p.start == nil {
 			continue
 		}
-		if err := p.start(a); err != nil {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		if err := p.start(ctx, a, &partHost{a: a, part: name, needs: p.needs}); err != nil {
 			return fmt.Errorf("start %s: %w", name, err)
 		}
 		a.started = append(a.started, name)
@@ -353,6 +373,17 @@ func (a *App) pool(ctx context.Context, purpose string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// openedPools lists the purposes of the pools opened so far.
+func (a *App) openedPools() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]string, 0, len(a.pools))
+	for p := range a.pools {
+		out = append(out, p)
+	}
+	return out
+}
+
 func (a *App) dsnFor(purpose string) (string, int32) {
 	cfg := a.Config.Postgres
 	main := cfg.URL
@@ -420,28 +451,3 @@ func ResolveSecrets(cfg *config.Config) ([]string, error) {
 	}
 	return filled, nil
 }
-
-// memo builds a module object once per process and returns it to every
-// part that shares it (a module's parts may run in one process or several).
-func (a *App) memo(key string, build func() (any, error)) (any, error) {
-	a.mu.Lock()
-	if v, ok := a.memos[key]; ok {
-		a.mu.Unlock()
-		return v, nil
-	}
-	a.mu.Unlock()
-	v, err := build()
-	if err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if prev, ok := a.memos[key]; ok {
-		return prev, nil
-	}
-	a.memos[key] = v
-	return v, nil
-}
-
-// HasPart tells whether this process started the named part.
-func (a *App) HasPart(name string) bool { return slices.Contains(a.started, name) }

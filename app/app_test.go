@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/store"
 )
@@ -35,7 +36,7 @@ func TestResolveRoles(t *testing.T) {
 	roleNames, partNames, err = ResolveRoles([]string{"count, INGEST", "count"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"ingest", "count"}, roleNames)
-	require.Equal(t, []string{"viewers.heartbeat", "viewers.count", "viewers.push"}, partNames)
+	require.Equal(t, []string{"viewers.tiers", "viewers.heartbeat", "viewers.count", "viewers.push"}, partNames, "shared parts start first, once")
 
 	for _, bad := range [][]string{{"ingest", "nope"}, {}, {" , "}} {
 		_, _, err := ResolveRoles(bad)
@@ -44,7 +45,9 @@ func TestResolveRoles(t *testing.T) {
 	}
 }
 
-// Every part in the role table exists, and every part belongs to a role.
+// Every part in the role table exists and every part belongs to a role,
+// directly or as a part another one starts after. Built parts declare their
+// stores; parts not built yet declare none.
 func TestRoleTableIsConsistent(t *testing.T) {
 	t.Parallel()
 	inRole := map[string]bool{}
@@ -54,16 +57,86 @@ func TestRoleTableIsConsistent(t *testing.T) {
 			_, ok := parts[p]
 			require.True(t, ok, "role %s names unknown part %s", r.name, p)
 			inRole[p] = true
+			for _, dep := range parts[p].after {
+				_, ok := parts[dep]
+				require.True(t, ok, "part %s starts after unknown part %s", p, dep)
+				inRole[dep] = true
+			}
 		}
 	}
 	for p, def := range parts {
 		require.True(t, inRole[p], "part %s is in no role", p)
-		require.NotEmpty(t, def.needs, "part %s declares no stores", p)
+		if def.start == nil {
+			require.Empty(t, def.needs, "part %s is not built and declares stores", p)
+		} else {
+			require.NotEmpty(t, def.needs, "part %s declares no stores", p)
+		}
 	}
-	for _, p := range roles[3].parts { // admit holds no database credentials
+	for _, p := range roleNamed(t, "admit").parts { // admit holds no database credentials
 		require.NotContains(t, parts[p].needs, needPostgres)
 		require.NotContains(t, parts[p].needs, needReadOnly)
 	}
+}
+
+func roleNamed(t *testing.T, name string) role {
+	t.Helper()
+	i := slices.IndexFunc(roles, func(r role) bool { return r.name == name })
+	require.GreaterOrEqual(t, i, 0, "no role %s", name)
+	return roles[i]
+}
+
+// A part gets from its host only the stores it declared.
+func TestPartsGetOnlyTheirDeclaredStores(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Roles = []string{"admit"}
+	a, err := New(cfg, testenv.Logger())
+	require.NoError(t, err)
+	var asked []error
+	a.table = map[string]part{"waitingroom.admit": {needs: deps(needRedis), start: func(ctx context.Context, _ *App, h module.Host) error {
+		_, err := h.Redis(ctx)
+		require.NoError(t, err)
+		_, err = h.Hub(ctx)
+		require.NoError(t, err)
+		_, err = h.Postgres(ctx, store.PoolMain)
+		asked = append(asked, err)
+		_, err = h.Postgres(ctx, store.PoolReadOnly)
+		asked = append(asked, err)
+		return nil
+	}}}
+	a.parts = []string{"waitingroom.admit"}
+	require.NoError(t, a.Start(context.Background()))
+	t.Cleanup(func() { _ = a.Shutdown() })
+	for _, err := range asked {
+		require.ErrorIs(t, err, module.ErrUndeclared)
+	}
+	require.Empty(t, a.openedPools(), "an undeclared store is never opened")
+}
+
+// A start whose context ends (SIGTERM while waiting for a store) stops
+// with the context's error before starting further parts.
+func TestStartStopsWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Roles = []string{"admit"}
+	a, err := New(cfg, testenv.Logger())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var started []string
+	a.table = map[string]part{}
+	for _, name := range []string{"first", "second"} {
+		a.table[name] = part{needs: deps(needRedis), start: func(ctx context.Context, _ *App, _ module.Host) error {
+			started = append(started, name)
+			cancel() // the signal arrives while the first part starts
+			return nil
+		}}
+	}
+	a.parts = []string{"first", "second"}
+	err = a.Start(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, []string{"first"}, started)
+	_ = a.Shutdown()
 }
 
 func testConfig(t *testing.T) config.Config {
@@ -90,40 +163,57 @@ func TestEachRoleStartsOnlyItsParts(t *testing.T) {
 			var started []string
 			a.table = map[string]part{}
 			for name, p := range parts {
-				name, p := name, p
-				p.start = func(a *App) error {
+				if p.start == nil {
+					a.table[name] = p
+					continue
+				}
+				p.start = func(_ context.Context, a *App, h module.Host) error {
 					started = append(started, name)
-					a.Routes().GET("/test/"+name, func(c echo.Context) error { return c.NoContent(204) })
+					h.Routes().GET("/test/"+name, func(c echo.Context) error { return c.NoContent(204) })
 					return nil
 				}
 				a.table[name] = p
 			}
 			require.NoError(t, a.Start(context.Background()))
 			t.Cleanup(func() { _ = a.Shutdown() })
-			require.Equal(t, r.parts, started)
-			require.Equal(t, r.parts, a.Started())
+			_, want, err := ResolveRoles([]string{r.name})
+			require.NoError(t, err)
+			want = slices.DeleteFunc(want, func(p string) bool { return parts[p].start == nil })
+			require.Equal(t, want, started)
+			require.Equal(t, want, a.Started())
 			for name := range parts {
-				want := slices.Contains(r.parts, name)
+				want := slices.Contains(started, name)
 				found := slices.ContainsFunc(a.Server.Echo.Routes(), func(rt *echo.Route) bool { return rt.Path == "/test/"+name })
 				require.Equal(t, want, found, "route of %s mounted", name)
 			}
-			a.mu.Lock()
-			_, hasMain := a.pools[store.PoolMain]
-			_, hasRO := a.pools[store.PoolReadOnly]
-			a.mu.Unlock()
-			require.Equal(t, roleNeeds(r, needPostgres), hasMain, "main pool")
-			require.Equal(t, roleNeeds(r, needReadOnly), hasRO, "read-only pool")
+			requireDeclaredStores(t, a, r.name)
 		})
 	}
 }
 
-func roleNeeds(r role, d dependency) bool {
-	for _, p := range r.parts {
-		if slices.Contains(parts[p].needs, d) {
-			return true
+// requireDeclaredStores checks that a process of role opened exactly the
+// stores its parts declare.
+func requireDeclaredStores(t *testing.T, a *App, roleName string) {
+	t.Helper()
+	_, names, err := ResolveRoles([]string{roleName})
+	require.NoError(t, err)
+	declared := map[dependency]bool{}
+	for _, p := range names {
+		for _, d := range parts[p].needs {
+			declared[d] = true
 		}
 	}
-	return false
+	var want []string
+	for _, purpose := range []string{store.PoolMain, store.PoolReadOnly, store.PoolWebhook} {
+		if declared[poolNeed(purpose)] {
+			want = append(want, purpose)
+		}
+	}
+	require.ElementsMatch(t, want, a.openedPools(), "pools of %s", roleName)
+	a.mu.Lock()
+	hasRedis := a.redis != nil
+	a.mu.Unlock()
+	require.Equal(t, declared[needRedis], hasRedis, "redis client of %s", roleName)
 }
 
 // Like Mimir's modules test: every real role starts alone against real
@@ -140,6 +230,9 @@ func TestEveryRoleStartsAlone(t *testing.T) {
 			base := serve(t, a)
 			code, body := get(t, base+"/readyz")
 			require.Equal(t, 200, code, body)
+			if name != "all" {
+				requireDeclaredStores(t, a, name)
+			}
 		})
 	}
 }

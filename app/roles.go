@@ -1,9 +1,16 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/presenced/presenced/booking"
+	"github.com/presenced/presenced/internal/module"
+	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/viewers"
+	"github.com/presenced/presenced/waitingroom"
 )
 
 // A role is a plane of the deployment, chosen by what it holds scarce. Each
@@ -31,13 +38,19 @@ var roles = []role{
 
 // A part is one piece of a module: routes, background loops, or both.
 type part struct {
-	// needs lists the stores the part uses, so a process connects only to
-	// what its roles need and /readyz checks exactly those.
+	// needs lists the stores the part uses: a process connects only to what
+	// its parts need, /readyz checks exactly those, and a part asking its
+	// host for any other store gets module.ErrUndeclared. A part not built
+	// yet declares nothing.
 	needs []dependency
-	// start builds the part on the app; nil means the module is not built
-	// yet and the part starts nothing.
-	start func(*App) error
+	// after names parts started first in the same process: pieces several
+	// parts share, which no role names itself.
+	after []string
+	// start builds the part; nil means the module is not built yet.
+	start startFunc
 }
+
+type startFunc func(ctx context.Context, a *App, h module.Host) error
 
 type dependency string
 
@@ -45,35 +58,42 @@ const (
 	needRedis    dependency = "redis"
 	needPostgres dependency = "postgres"
 	needReadOnly dependency = "postgres-readonly"
-	needWebhook  dependency = "postgres-webhook"
 )
 
-// parts maps each part named in the role table to what it needs and starts.
-// A part's needs hold even before it is built: they are the contract of its
-// plane (the admit plane never holds database credentials).
+// parts maps each part to what it needs and starts.
 var parts = map[string]part{
-	"viewers.heartbeat":    {needs: deps(needRedis, needPostgres), start: startViewersHeartbeat},
-	"viewers.count":        {needs: deps(needRedis, needPostgres), start: startViewersCount},
-	"viewers.push":         {needs: deps(needRedis, needPostgres), start: startViewersPush},
-	"viewers.controller":   {needs: deps(needRedis, needPostgres), start: startViewersController},
-	"viewers.abuse":        {needs: deps(needRedis, needPostgres), start: startViewersAbuse},
-	"presence.gateway":     {needs: deps(needRedis, needPostgres), start: startPresenceGateway},
-	"presence.read":        {needs: deps(needRedis, needPostgres), start: startPresenceRead},
-	"presence.lifecycle":   {needs: deps(needRedis), start: startPresenceLifecycle},
-	"waitingroom.admit":    {needs: deps(needRedis), start: startWaitingroomAdmit},
-	"waitingroom.ticker":   {needs: deps(needRedis), start: startWaitingroomTicker},
-	"booking.seatmap":      {needs: deps(needRedis, needReadOnly), start: startBookingSeatMap},
-	"booking.live":         {needs: deps(needRedis, needReadOnly), start: startBookingLive},
-	"booking.holds":        {needs: deps(needRedis, needPostgres), start: startBookingHolds},
-	"booking.expiry":       {needs: deps(needRedis, needPostgres), start: startBookingExpiry},
-	"outbox.relay":         {needs: deps(needRedis, needPostgres), start: startOutboxRelay},
-	"payments.api":         {needs: deps(needPostgres)},
-	"payments.webhooks":    {needs: deps(needWebhook)},
-	"payments.fulfillment": {needs: deps(needRedis, needPostgres)},
-	"payments.refunds":     {needs: deps(needPostgres)},
+	"viewers.tiers":      {needs: deps(needRedis, needPostgres), start: viewersPart((*viewers.Module).StartTiers)},
+	"viewers.heartbeat":  {needs: deps(needRedis, needPostgres), after: names("viewers.tiers"), start: viewersPart((*viewers.Module).StartHeartbeat)},
+	"viewers.count":      {needs: deps(needRedis, needPostgres), after: names("viewers.tiers"), start: viewersPart((*viewers.Module).StartCount)},
+	"viewers.push":       {needs: deps(needRedis, needPostgres), after: names("viewers.tiers"), start: viewersPart((*viewers.Module).StartPush)},
+	"viewers.controller": {needs: deps(needRedis, needPostgres), start: viewersPart((*viewers.Module).StartController)},
+	"viewers.abuse":      {needs: deps(needRedis, needPostgres), start: viewersPart((*viewers.Module).StartAbuse)},
+
+	"presence.changes":   {needs: deps(needRedis), start: presencePart((*presence.Module).StartChanges)},
+	"presence.gateway":   {needs: deps(needRedis, needPostgres), after: names("presence.changes"), start: presencePart((*presence.Module).StartGateway)},
+	"presence.read":      {needs: deps(needRedis, needPostgres), start: presencePart((*presence.Module).StartRead)},
+	"presence.lifecycle": {needs: deps(needRedis), after: names("presence.changes"), start: presencePart((*presence.Module).StartLifecycle)},
+
+	"waitingroom.verify": {needs: deps(needRedis), start: waitingroomPart((*waitingroom.Module).StartVerify)},
+	"waitingroom.leases": {needs: deps(needRedis), start: waitingroomPart((*waitingroom.Module).StartLeases)},
+	"waitingroom.admit":  {needs: deps(needRedis), start: waitingroomPart((*waitingroom.Module).StartAdmit)},
+	"waitingroom.ticker": {needs: deps(needRedis), start: waitingroomPart((*waitingroom.Module).StartTicker)},
+
+	"booking.seatmap": {needs: deps(needRedis, needReadOnly), start: bookingPart((*booking.Module).StartSeatMap)},
+	"booking.live":    {needs: deps(needRedis, needReadOnly), start: bookingPart((*booking.Module).StartLive)},
+	"booking.holds":   {needs: deps(needRedis, needPostgres), after: names("waitingroom.verify"), start: bookingPart((*booking.Module).StartHolds)},
+	"booking.expiry":  {needs: deps(needRedis, needPostgres), after: names("waitingroom.leases"), start: bookingPart((*booking.Module).StartExpiry)},
+
+	"outbox.relay": {needs: deps(needRedis, needPostgres), start: startOutboxRelay},
+
+	"payments.api":         {},
+	"payments.webhooks":    {},
+	"payments.fulfillment": {},
+	"payments.refunds":     {},
 }
 
 func deps(d ...dependency) []dependency { return d }
+func names(n ...string) []string        { return n }
 
 // RoleNames lists the valid roles, "all" last.
 func RoleNames() []string {
@@ -85,7 +105,8 @@ func RoleNames() []string {
 }
 
 // ResolveRoles validates a role list (names may be comma separated) and
-// returns the roles and the parts they start, in table order, each once.
+// returns the roles and the parts they start, each once, in table order
+// with every part's `after` parts before it.
 func ResolveRoles(list []string) (roleNames, partNames []string, err error) {
 	var want []string
 	for _, item := range list {
@@ -110,12 +131,21 @@ func ResolveRoles(list []string) (roleNames, partNames []string, err error) {
 		}
 		roleNames = append(roleNames, r.name)
 		for _, p := range r.parts {
-			if !slices.Contains(partNames, p) {
-				partNames = append(partNames, p)
-			}
+			partNames = withAfter(partNames, p)
 		}
 	}
 	return roleNames, partNames, nil
+}
+
+// withAfter appends p to list, preceded by the parts it starts after.
+func withAfter(list []string, p string) []string {
+	if slices.Contains(list, p) {
+		return list
+	}
+	for _, dep := range parts[p].after {
+		list = withAfter(list, dep)
+	}
+	return append(list, p)
 }
 
 // RoleInfo describes a role for `presenced roles`.
@@ -129,6 +159,8 @@ type RoleInfo struct {
 type PartInfo struct {
 	Name  string
 	Built bool
+	// For names the role's parts that need this one, when no role names it.
+	For   []string
 	Needs []string
 }
 
@@ -137,9 +169,20 @@ func Roles() []RoleInfo {
 	var out []RoleInfo
 	for _, r := range roles {
 		info := RoleInfo{Name: r.name, Holds: r.holds}
-		for _, name := range r.parts {
+		var resolved []string
+		for _, p := range r.parts {
+			resolved = withAfter(resolved, p)
+		}
+		for _, name := range resolved {
 			p := parts[name]
 			pi := PartInfo{Name: name, Built: p.start != nil}
+			if !slices.Contains(r.parts, name) {
+				for _, other := range r.parts {
+					if slices.Contains(parts[other].after, name) {
+						pi.For = append(pi.For, other)
+					}
+				}
+			}
 			for _, n := range p.needs {
 				pi.Needs = append(pi.Needs, string(n))
 			}

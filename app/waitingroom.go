@@ -6,41 +6,27 @@ import (
 	"slices"
 
 	"github.com/presenced/presenced/internal/keyring"
+	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/waitingroom"
 )
 
-// The waiting room's two parts (admit: join, status, sockets, keys, admin;
-// worker: the admission ticker) share one module per process, built by
-// whichever part starts first.
-func (a *App) waitingroom(ctx context.Context) (*waitingroom.Module, error) {
-	v, err := a.memo("waitingroom", func() (any, error) { return a.buildWaitingroom(ctx) })
-	if err != nil {
-		return nil, err
+func waitingroomPart(start func(*waitingroom.Module, context.Context, module.Host) error) startFunc {
+	return func(ctx context.Context, a *App, h module.Host) error {
+		m, err := a.waitingroom()
+		if err != nil {
+			return err
+		}
+		return start(m, ctx, h)
 	}
-	return v.(*waitingroom.Module), nil
 }
 
-func (a *App) buildWaitingroom(ctx context.Context) (*waitingroom.Module, error) {
-	rdb, err := a.Redis(ctx)
-	if err != nil {
-		return nil, err
-	}
-	h, err := a.Hub(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ring, err := a.passKeys()
-	if err != nil {
-		return nil, err
-	}
-	m, err := waitingroom.New(waitingroom.Deps{
-		Redis: rdb, Keys: a.Keys, Hub: h, Ring: ring, Config: a.Config.Waitingroom,
-		Metrics: a.Metrics, Log: a.Log.With("module", "waitingroom"),
+func (a *App) waitingroom() (*waitingroom.Module, error) {
+	return a.mods.waitingroom.get(func() (*waitingroom.Module, error) {
+		return waitingroom.New(waitingroom.Deps{
+			Config: a.Config.Waitingroom, Keys: a.Keys, PassKeys: a.passKeys,
+			Metrics: a.Metrics, Log: a.Log.With("module", "waitingroom"),
+		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
 // passKeys is the keyring of admission passes: the configured signing and
@@ -58,41 +44,4 @@ func (a *App) passKeys() (*keyring.Ring, error) {
 	}
 	a.mu.Unlock()
 	return keyring.LoadOrCreateDev(a.Config.DataDir, "waitingroom-pass")
-}
-
-// admissionVerifier checks admission passes against live leases, for the
-// booking plane. It needs only public keys.
-func (a *App) admissionVerifier(ctx context.Context) (*waitingroom.Verifier, error) {
-	rdb, err := a.Redis(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ring, err := a.passKeys()
-	if err != nil {
-		return nil, err
-	}
-	return waitingroom.NewVerifier(rdb, a.Keys, ring, a.Config.Waitingroom.StoreTimeout), nil
-}
-
-func startWaitingroomAdmit(a *App) error {
-	m, err := a.waitingroom(context.Background())
-	if err != nil {
-		return err
-	}
-	users, err := a.Users()
-	if err != nil {
-		return err
-	}
-	return m.Mount(a.Routes(), waitingroom.Routes{
-		Sockets: a.Server.Sockets, RequireUser: users.Middleware(), RequireAPIKey: a.RequireAPIKey(),
-	})
-}
-
-func startWaitingroomTicker(a *App) error {
-	m, err := a.waitingroom(context.Background())
-	if err != nil {
-		return err
-	}
-	a.Go("waitingroom.ticker", m.RunTicker)
-	return nil
 }

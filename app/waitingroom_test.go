@@ -51,8 +51,11 @@ func TestWaitingroomWiring(t *testing.T) {
 		code, ans = do(http.MethodPost, "/v1/waitingroom/sale/join", "Authorization", "Bearer "+tok, "")
 		return code == http.StatusOK && ans["state"] == "admitted"
 	}, "alice admitted by the ticker")
-	v, err := a.admissionVerifier(context.Background())
+	v, err := a.waitingroom()
 	require.NoError(t, err)
+	require.ErrorIs(t, v.Verify(context.Background(), ans["pass"].(string), "sale", "alice"), waitingroom.ErrUnavailable,
+		"the worker ends leases but holds no pass keys to check passes with")
+	require.NoError(t, v.StartVerify(context.Background(), &partHost{a: a, part: "test", needs: deps(needRedis)}))
 	require.NoError(t, v.Verify(context.Background(), ans["pass"].(string), "sale", "alice"))
 	require.ErrorIs(t, v.Verify(context.Background(), ans["pass"].(string), "sale", "bob"), waitingroom.ErrNotAdmitted)
 	code, _ = do(http.MethodGet, "/v1/waitingroom/keys", "Accept", "application/json", "")

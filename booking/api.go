@@ -1,158 +1,125 @@
 package booking
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
-	"net/http"
-	"strconv"
-	"strings"
+	"time"
 
-	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/jackc/pgx/v5"
 
-	"github.com/presenced/presenced/internal/auth"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/internal/module"
+	"github.com/presenced/presenced/internal/outbox"
 )
 
-// Header names of the hold endpoint.
+// The module's in-process API: what the app and other modules may call, and
+// the ports booking needs from others. Everything else is booking's own.
+
+// Admission checks a buyer's admission pass and its live lease. The waiting
+// room provides it; booking never reads the waiting room's keys.
+type Admission interface {
+	// Verify returns nil only for a valid pass of user for event whose
+	// server-side lease is live. Errors wrap ErrNotAdmitted or
+	// ErrAdmissionUnavailable.
+	Verify(ctx context.Context, pass, event, user string) error
+	// Extend keeps the lease alive for d from now (the hold duration).
+	Extend(ctx context.Context, event, user string, d time.Duration) error
+	// Release ends the lease (checkout finished or abandoned).
+	Release(ctx context.Context, event, user string) error
+}
+
+// Errors an Admission reports.
+var (
+	ErrNotAdmitted          = errors.New("not admitted")
+	ErrAdmissionUnavailable = errors.New("admission check unavailable")
+)
+
+// Seat states.
 const (
-	HeaderAdmissionPass  = "X-Admission-Pass"
-	HeaderIdempotencyKey = "Idempotency-Key"
+	SeatAvailable = "AVAILABLE"
+	SeatHeld      = "HELD"
+	SeatSold      = "SOLD"
+	SeatBlocked   = "BLOCKED"
 )
 
-// Routes mounts the booking plane. users authenticates buyers; admin guards
-// the server-to-server endpoints.
-func (h *Holds) Routes(g *echo.Group, users, admin echo.MiddlewareFunc) {
-	g.POST("/v1/events/:event/holds", h.postHold, users)
-	g.GET("/v1/reservations/:id", h.getReservation, users)
-	g.DELETE("/v1/reservations/:id", h.cancelReservation, users)
-	g.POST("/v1/admin/events", h.postEvent, admin)
-	g.POST("/v1/admin/events/:event/promotions", h.postPromotion, admin)
+// Reservation states.
+const (
+	StatusPending   = "PENDING_PAYMENT"
+	StatusPaid      = "PAID"
+	StatusExpired   = "EXPIRED"
+	StatusCancelled = "CANCELLED"
+)
+
+// KindInventoryChanged is the outbox event of a section whose seats changed.
+const KindInventoryChanged = "inventory.changed"
+
+// InventoryChanged is its payload.
+type InventoryChanged struct {
+	Event   string `json:"event"`
+	Section string `json:"section"`
 }
 
-type holdBody struct {
-	Seats     []int64 `json:"seats"`
-	PromoCode string  `json:"promoCode,omitempty"`
-}
-
-func (h *Holds) postHold(c echo.Context) error {
-	status := http.StatusInternalServerError
-	timer := h.m.holdDuration
-	defer func() { h.m.holdOutcomes.WithLabelValues(strconv.Itoa(status)).Inc() }()
-	start := nowFunc()
-	defer func() { timer.Observe(nowFunc().Sub(start).Seconds()) }()
-
-	var body holdBody
-	if err := decodeStrict(c, &body); err != nil {
-		status = http.StatusBadRequest
-		return err
-	}
-	res, err := h.Hold(c.Request().Context(), HoldInput{
-		User:      auth.UserID(c),
-		Event:     c.Param("event"),
-		Pass:      c.Request().Header.Get(HeaderAdmissionPass),
-		Key:       c.Request().Header.Get(HeaderIdempotencyKey),
-		Seats:     body.Seats,
-		PromoCode: body.PromoCode,
-	})
-	if err != nil {
-		var apiErr *web.Error
-		if errors.As(err, &apiErr) {
-			status = apiErr.Status
-		}
-		return err
-	}
-	status = res.Status
-	if res.Replayed {
-		c.Response().Header().Set("Idempotent-Replayed", "true")
-	}
-	return c.JSONBlob(res.Status, res.Body)
-}
-
-func (h *Holds) getReservation(c echo.Context) error {
-	id, err := reservationID(c)
+// RegisterEffects adds booking's derived effects of outbox events to the
+// relay: an inventory change drops the cached seat map, then tells live
+// viewers.
+func (m *Module) RegisterEffects(ctx context.Context, h module.Host, r *outbox.Relay) error {
+	rdb, err := h.Redis(ctx)
 	if err != nil {
 		return err
 	}
-	res, err := loadReservation(c.Request().Context(), h.db, id, auth.UserID(c))
-	if errors.Is(err, errNoReservation) {
-		return web.Errorf(http.StatusNotFound, "not_found", "no such reservation")
-	}
-	if err != nil {
-		return storeError("read reservation", err)
-	}
-	return c.JSON(http.StatusOK, res)
-}
-
-func (h *Holds) cancelReservation(c echo.Context) error {
-	id, err := reservationID(c)
+	hb, err := h.Hub(ctx)
 	if err != nil {
 		return err
 	}
-	res, err := h.Cancel(c.Request().Context(), id, auth.UserID(c))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, res)
-}
-
-func reservationID(c echo.Context) (string, error) {
-	id := c.Param("id")
-	if _, err := uuid.Parse(id); err != nil {
-		return "", web.Errorf(http.StatusNotFound, "not_found", "no such reservation")
-	}
-	return strings.ToLower(id), nil
-}
-
-func (h *Holds) postEvent(c echo.Context) error {
-	var spec EventSpec
-	if err := decodeStrict(c, &spec); err != nil {
-		return err
-	}
-	sum, err := CreateEvent(c.Request().Context(), h.db, spec)
-	switch {
-	case errors.Is(err, ErrEventExists):
-		return web.Errorf(http.StatusConflict, "event_exists", "an event with this id exists")
-	case err != nil && strings.HasPrefix(err.Error(), "invalid event"):
-		return web.Errorf(http.StatusUnprocessableEntity, "invalid_event", "%s", err.Error())
-	case err != nil:
-		return err
-	}
-	return c.JSON(http.StatusCreated, sum)
-}
-
-func (h *Holds) postPromotion(c echo.Context) error {
-	var spec PromotionSpec
-	if err := decodeStrict(c, &spec); err != nil {
-		return err
-	}
-	err := CreatePromotion(c.Request().Context(), h.db, c.Param("event"), spec)
-	switch {
-	case errors.Is(err, ErrNoEvent):
-		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
-	case errors.Is(err, ErrEventExists):
-		return web.Errorf(http.StatusConflict, "promotion_exists", "this promotion code exists")
-	case err != nil && strings.HasPrefix(err.Error(), "invalid promotion"):
-		return web.Errorf(http.StatusUnprocessableEntity, "invalid_promotion", "%s", err.Error())
-	case err != nil:
-		return err
-	}
-	return c.JSON(http.StatusCreated, spec)
-}
-
-// decodeStrict reads one JSON object, refusing unknown fields.
-func decodeStrict(c echo.Context, v any) error {
-	dec := json.NewDecoder(c.Request().Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *echo.HTTPError
-		if errors.As(err, &tooBig) {
-			return tooBig // the body limit cut the read short
-		}
-		return web.BadRequest("the body is not valid JSON for this request: %v", err)
-	}
-	if dec.More() {
-		return web.BadRequest("the body holds more than one JSON value")
-	}
+	r.Handle(KindInventoryChanged, NewInvalidator(rdb, hb, m.keys).Handle)
 	return nil
+}
+
+// The checkout port: what payments calls, inside its own transaction, to
+// settle a reservation. Every terminal transition locks the reservation row
+// first, so a payment, an expiry and a cancel can never both win.
+
+// Checkout is a reservation as payments sees it.
+type Checkout struct {
+	ID        string
+	Event     string
+	User      string
+	Status    string
+	Total     int64
+	Currency  string
+	ExpiresAt time.Time
+	// Due: the hold's time is up, whether or not the expiry worker has run.
+	Due bool
+}
+
+// Errors of the checkout port.
+var (
+	ErrNoReservation = errNoReservation
+	ErrNotPending    = errNotPending
+)
+
+// LockCheckout locks reservation id in tx and returns it.
+func (m *Module) LockCheckout(ctx context.Context, tx pgx.Tx, id string) (Checkout, error) {
+	return lockCheckout(ctx, tx, id)
+}
+
+// MarkPaid sells a checkout locked in tx: PENDING_PAYMENT and not due →
+// PAID, its items and seats SOLD, an inventory event per section. Anything
+// else is ErrNotPending and changes nothing.
+func (m *Module) MarkPaid(ctx context.Context, tx pgx.Tx, id string) error {
+	return markPaid(ctx, tx, id)
+}
+
+// ReleaseCheckout ends a pending checkout before its time (payments cannot
+// take money: the seats go back rather than stay locked). afterCommit frees
+// the seat hints and the buyer's admission lease; call it once tx commits.
+func (m *Module) ReleaseCheckout(ctx context.Context, tx pgx.Tx, id string) (afterCommit func(context.Context), err error) {
+	r, err := endReservation(ctx, tx, id, StatusCancelled, false, "")
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) {
+		if m.holds != nil {
+			m.holds.releaseAfter(ctx, r, true)
+		}
+	}, nil
 }

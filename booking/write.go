@@ -50,19 +50,31 @@ func seatsPerSection(items []Item) map[string]int {
 // event. Sections go in id order so that transactions touching several
 // sections take the shard rows in one global order.
 func queueSectionChanges(b *pgx.Batch, event string, perSection map[string]int, sign int) error {
-	sections := make([]string, 0, len(perSection))
-	for sec := range perSection {
-		sections = append(sections, sec)
-	}
-	slices.Sort(sections)
-	for _, sec := range sections {
+	for _, sec := range sortedSections(perSection) {
 		b.Queue(`UPDATE section_occupancy SET taken = taken + $4 WHERE event_id = $1 AND section_id = $2 AND shard = $3`,
 			event, sec, rand.IntN(occupancyShards), sign*perSection[sec])
+	}
+	return queueInventoryEvents(b, event, perSection)
+}
+
+// queueInventoryEvents adds an inventory event for each section that
+// changed, so seat maps and live viewers learn of it.
+func queueInventoryEvents(b *pgx.Batch, event string, perSection map[string]int) error {
+	for _, sec := range sortedSections(perSection) {
 		if err := outbox.Queue(b, KindInventoryChanged, event, InventoryChanged{Event: event, Section: sec}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func sortedSections(perSection map[string]int) []string {
+	sections := make([]string, 0, len(perSection))
+	for sec := range perSection {
+		sections = append(sections, sec)
+	}
+	slices.Sort(sections)
+	return sections
 }
 
 // promotion is a locked promotion row.

@@ -3,21 +3,21 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/loadgen"
-	"github.com/presenced/presenced/presence"
-	"github.com/presenced/presenced/viewers"
-	"github.com/presenced/presenced/waitingroom"
+	bookingload "github.com/presenced/presenced/loadgen/booking"
+	presenceload "github.com/presenced/presenced/loadgen/presence"
+	viewersload "github.com/presenced/presenced/loadgen/viewers"
+	waitingroomload "github.com/presenced/presenced/loadgen/waitingroom"
 )
 
 // scenarios lists every load scenario; a module adds its own here.
 func scenarios() []loadgen.Scenario {
 	return []loadgen.Scenario{
 		loadgen.NewHTTP(),
-		booking.NewLoadScenario(),
-		presence.NewLoad(),
-		viewers.NewLoad(),
-		waitingroom.NewLoadScenario(),
+		bookingload.NewLoadScenario(),
+		presenceload.NewLoad(),
+		viewersload.NewLoad(),
+		waitingroomload.NewLoadScenario(),
 	}
 }
 

@@ -29,9 +29,13 @@ func RolesCmd() *cobra.Command {
 					}
 					needs := strings.Join(p.Needs, ",")
 					if !p.Built {
-						needs += " (not built yet)"
+						needs = "(not built yet)"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, holds, p.Name, needs)
+					part := p.Name
+					if len(p.For) > 0 {
+						part += " (for " + strings.Join(p.For, ", ") + ")"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, holds, part, needs)
 				}
 			}
 			fmt.Fprintln(tw, "all\teverything\tevery part above\t")

@@ -16,26 +16,6 @@ import (
 // maxContacts bounds one contact list.
 const maxContacts = 10000
 
-// ReadAPI mounts the read API (user and server) and the contact API:
-//
-//	GET  /v1/presence/users/:id       user JWT, same visibility as the gateway
-//	POST /v1/presence/query           API key, up to presence.max_query_users ids
-//	PUT  /v1/presence/contacts/:user  API key, replace a contact list
-//	GET  /v1/presence/contacts/:user  API key
-func (m *Module) ReadAPI(g *echo.Group, apiKey echo.MiddlewareFunc) error {
-	if m.users == nil || m.policy == nil {
-		return errors.New("presence: the read API needs the user verifier and a policy")
-	}
-	api := &readAPI{m: m}
-	g.GET("/v1/presence/users/:id", api.user, m.users.Middleware())
-	g.POST("/v1/presence/query", api.query, apiKey)
-	if m.contacts != nil {
-		g.PUT("/v1/presence/contacts/:user", api.putContacts, apiKey)
-		g.GET("/v1/presence/contacts/:user", api.getContacts, apiKey)
-	}
-	return nil
-}
-
 type readAPI struct{ m *Module }
 
 func (a *readAPI) user(c echo.Context) error {
@@ -86,7 +66,7 @@ func (a *readAPI) query(c echo.Context) error {
 	for i, st := range sts {
 		out[i] = st.public()
 	}
-	return c.JSON(http.StatusOK, updatedPayload{Users: out})
+	return c.JSON(http.StatusOK, UpdatedPayload{Users: out})
 }
 
 type contactsBody struct {

@@ -168,7 +168,7 @@ func (c *client) flush() {
 		return
 	}
 	c.g.m.queueDepth.Observe(float64(depth))
-	c.conn.Send(web.EventFrame(evPresenceUpdated, updatedPayload{Users: users}, ""))
+	c.conn.Send(web.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: users}, ""))
 }
 
 func (c *client) rememberLocked(s *subject, st *Status) {
@@ -201,7 +201,7 @@ func (c *client) sendSubjectsLocked(subs []*subject, correlationID string, resyn
 			}
 		}
 	}
-	c.conn.Send(web.EventFrame(evPresenceUpdated, updatedPayload{Users: users, Resync: resync}, correlationID))
+	c.conn.Send(web.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: users, Resync: resync}, correlationID))
 }
 
 // forget drops the memory of subjects no longer followed.

@@ -66,7 +66,7 @@ func (cs controlSub) Deliver(msg hub.Message) {
 		if cm.S == nil {
 			return
 		}
-		frame := web.EventFrame(evNotification, notificationPayload{User: cm.S.User, On: StatusOnline, Status: *cm.S}, "")
+		frame := web.EventFrame(EventNotificationReceived, NotificationPayload{User: cm.S.User, On: StatusOnline, Status: *cm.S}, "")
 		for _, c := range lu.clientList() {
 			c.conn.Send(frame)
 		}
@@ -134,7 +134,7 @@ func (g *gateway) revalidate(lu *localUser) {
 	}
 	dropped := lu.lookup(forbidden)
 	g.f.unfollow(lu, forbidden)
-	frame := web.EventFrame(evError, errorPayload{
+	frame := web.EventFrame(EventError, ErrorPayload{
 		Code: web.CodeForbidden, Message: "no longer visible: removed from your subscriptions", Users: forbidden,
 	}, "")
 	for _, c := range clients {

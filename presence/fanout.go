@@ -35,9 +35,9 @@ type fanout struct {
 	later []*client
 	spare []*client
 
-	rmu        sync.Mutex
-	refreshQ   map[*subject]struct{}
-	refreshing bool
+	rmu         sync.Mutex
+	refreshQ    map[*subject]struct{}
+	refreshWake chan struct{}
 }
 
 func newFanout(h *hub.Hub, st *stateStore, m *metrics, log *slog.Logger, tick time.Duration) *fanout {
@@ -46,6 +46,10 @@ func newFanout(h *hub.Hub, st *stateStore, m *metrics, log *slog.Logger, tick ti
 		subjects: map[string]*subject{},
 		users:    map[string]*localUser{},
 		ready:    make(chan *client, 4096),
+		refreshQ: map[*subject]struct{}{},
+		// One pending wake-up is enough: the refresher drains the whole
+		// queue each time it wakes.
+		refreshWake: make(chan struct{}, 1),
 	}
 }
 
@@ -118,62 +122,74 @@ func (s *subject) status() *Status {
 
 // queueRefresh rereads a subject's status after its upstream subscription
 // was re-established. After a reconnect every subject of the process comes
-// at once: one goroutine reads them in batches instead of one read each.
+// at once: the refresher reads them in batches instead of one read each.
 func (f *fanout) queueRefresh(s *subject) {
 	f.rmu.Lock()
-	defer f.rmu.Unlock()
-	if f.refreshQ == nil {
-		f.refreshQ = map[*subject]struct{}{}
-	}
 	f.refreshQ[s] = struct{}{}
-	if !f.refreshing {
-		f.refreshing = true
-		go f.refreshLoop()
+	f.rmu.Unlock()
+	select {
+	case f.refreshWake <- struct{}{}:
+	default:
 	}
 }
 
 const refreshBatch = 500
 
-func (f *fanout) refreshLoop() {
+// runRefresher serves queueRefresh until ctx ends.
+func (f *fanout) runRefresher(ctx context.Context) {
 	for {
-		f.rmu.Lock()
-		batch := make([]*subject, 0, min(len(f.refreshQ), refreshBatch))
-		for s := range f.refreshQ {
-			if len(batch) == refreshBatch {
-				break
-			}
-			batch = append(batch, s)
-			delete(f.refreshQ, s)
-		}
-		if len(batch) == 0 {
-			f.refreshing = false
-			f.rmu.Unlock()
+		select {
+		case <-ctx.Done():
 			return
+		case <-f.refreshWake:
 		}
-		f.rmu.Unlock()
-		ids := make([]string, len(batch))
-		for i, s := range batch {
-			ids[i] = s.id
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		sts, err := f.st.statuses(ctx, ids)
-		cancel()
-		if err != nil {
-			f.log.Warn("presence: refresh after resubscribe", "users", len(ids), "err", err)
-			time.Sleep(time.Second)
-			f.rmu.Lock()
-			for _, s := range batch {
-				f.refreshQ[s] = struct{}{}
-			}
-			f.rmu.Unlock()
-			continue
-		}
-		for i, s := range batch {
-			if s.offer(sts[i]) {
-				s.notify()
-			}
+		for ctx.Err() == nil && f.refreshSome(ctx) {
 		}
 	}
+}
+
+// refreshSome rereads one batch of queued subjects and reports whether
+// there may be more. A failed read puts the batch back and waits a second.
+func (f *fanout) refreshSome(ctx context.Context) bool {
+	f.rmu.Lock()
+	batch := make([]*subject, 0, min(len(f.refreshQ), refreshBatch))
+	for s := range f.refreshQ {
+		if len(batch) == refreshBatch {
+			break
+		}
+		batch = append(batch, s)
+		delete(f.refreshQ, s)
+	}
+	f.rmu.Unlock()
+	if len(batch) == 0 {
+		return false
+	}
+	ids := make([]string, len(batch))
+	for i, s := range batch {
+		ids[i] = s.id
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	sts, err := f.st.statuses(rctx, ids)
+	cancel()
+	if err != nil {
+		f.log.Warn("presence: refresh after resubscribe", "users", len(ids), "err", err)
+		f.rmu.Lock()
+		for _, s := range batch {
+			f.refreshQ[s] = struct{}{}
+		}
+		f.rmu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+		return true
+	}
+	for i, s := range batch {
+		if s.offer(sts[i]) {
+			s.notify()
+		}
+	}
+	return true
 }
 
 // localUser is a user with connections in this process.

@@ -76,19 +76,19 @@ func newFanoutBundle(t *testing.T, sendQueue int, slow time.Duration) *fanoutBun
 	return &fanoutBundle{g: g, c: c, ws: ws, subj: s, cancel: cancel}
 }
 
-func (b *fanoutBundle) read(t *testing.T, d time.Duration) (updatedPayload, bool) {
+func (b *fanoutBundle) read(t *testing.T, d time.Duration) (UpdatedPayload, bool) {
 	t.Helper()
 	_ = b.ws.SetReadDeadline(time.Now().Add(d))
 	_, msg, err := b.ws.ReadMessage()
 	if err != nil {
-		return updatedPayload{}, false
+		return UpdatedPayload{}, false
 	}
 	var env web.Envelope
 	require.NoError(t, json.Unmarshal(msg, &env))
-	if env.Event != evPresenceUpdated {
-		return updatedPayload{}, true
+	if env.Event != EventPresenceUpdated {
+		return UpdatedPayload{}, true
 	}
-	var u updatedPayload
+	var u UpdatedPayload
 	require.NoError(t, json.Unmarshal(env.Payload, &u))
 	return u, true
 }
@@ -146,7 +146,7 @@ func TestSlowClientGetsAResync(t *testing.T) {
 	require.LessOrEqual(t, b.c.conn.QueueLen(), 8, "nothing queued while behind")
 
 	// Catch up: read everything; the last frame is the resync.
-	var last updatedPayload
+	var last UpdatedPayload
 	for {
 		u, ok := b.read(t, time.Second)
 		if !ok {

@@ -172,6 +172,7 @@ func (g *gateway) run(ctx context.Context) error {
 	count := g.countSessions
 	g.m.sessions.count.Store(&count)
 	go g.idle.run(ctx)
+	go g.f.runRefresher(ctx)
 	g.f.runFlusher(ctx, max(2, runtime.GOMAXPROCS(0)))
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
@@ -330,13 +331,13 @@ func (c *client) onIdle() {
 
 func (c *client) sendError(code, msg, correlationID string, users []string) {
 	c.g.m.protocolErrs.WithLabelValues(code).Inc()
-	c.conn.Send(web.EventFrame(evError, errorPayload{Code: code, Message: msg, Users: users}, correlationID))
+	c.conn.Send(web.EventFrame(EventError, ErrorPayload{Code: code, Message: msg, Users: users}, correlationID))
 }
 
 // closeWithError sends an error event, then closes once it is written.
 func (c *client) closeWithError(code, msg, correlationID string, closeCode int, reason string) {
 	c.g.m.protocolErrs.WithLabelValues(code).Inc()
-	c.conn.SendAndClose(web.EventFrame(evError, errorPayload{Code: code, Message: msg}, correlationID), closeCode, reason)
+	c.conn.SendAndClose(web.EventFrame(EventError, ErrorPayload{Code: code, Message: msg}, correlationID), closeCode, reason)
 }
 
 // endSession answers a request on a session that is over and closes: the
@@ -344,6 +345,6 @@ func (c *client) closeWithError(code, msg, correlationID string, closeCode int, 
 func (c *client) endSession(correlationID string) {
 	c.ended.Store(true)
 	c.stopIdle()
-	c.closeWithError(codeInvalidTransition, "this session has ended (the user is offline); only a new connection comes back online",
-		correlationID, closeSessionEnded, "session ended")
+	c.closeWithError(CodeInvalidTransition, "this session has ended (the user is offline); only a new connection comes back online",
+		correlationID, CloseSessionEnded, "session ended")
 }

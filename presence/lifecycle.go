@@ -21,26 +21,23 @@ const (
 	groupWebhooks = "presence-webhooks"
 )
 
-// Lifecycle returns the loop of the session lifecycle (worker role): the
-// ping consumers, the deadline scheduler and the cleanup consumer. Any
-// number of workers may run it.
-func (m *Module) Lifecycle() func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		pings := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
-		events := newConsumer(m, "events", groupCleanup, func(n int) string { return m.keys.shard(n).events })
-		if err := pings.ensureGroups(ctx); err != nil {
-			return err
-		}
-		loops := []func(context.Context) error{
-			func(ctx context.Context) error { return pings.loop(ctx, m.applyPings) },
-			func(ctx context.Context) error { return events.loop(ctx, m.cleanup) },
-			func(ctx context.Context) error { return m.schedule(ctx, pings, events) },
-		}
-		if m.cfg.Webhook.URL != "" {
-			loops = append(loops, newWebhookSender(m).run)
-		}
-		return runAll(ctx, loops)
+// lifecycle is the loop of the session lifecycle: the ping consumers, the
+// deadline scheduler and the cleanup consumer.
+func (m *Module) lifecycle(ctx context.Context) error {
+	pings := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
+	events := newConsumer(m, "events", groupCleanup, func(n int) string { return m.keys.shard(n).events })
+	if err := pings.ensureGroups(ctx); err != nil {
+		return err
 	}
+	loops := []func(context.Context) error{
+		func(ctx context.Context) error { return pings.loop(ctx, m.applyPings) },
+		func(ctx context.Context) error { return events.loop(ctx, m.cleanup) },
+		func(ctx context.Context) error { return m.schedule(ctx, pings, events) },
+	}
+	if m.cfg.Webhook.URL != "" {
+		loops = append(loops, newWebhookSender(m).run)
+	}
+	return runAll(ctx, loops)
 }
 
 // runAll runs loops until ctx ends or one fails.

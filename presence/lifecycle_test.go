@@ -14,6 +14,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/internal/module/moduletest"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/store"
 )
@@ -36,8 +37,10 @@ func newTestModule(t testing.TB, rdb redis.UniversalClient, prefix string, mutat
 	h, err := hub.New(rdb, reg, testenv.Logger())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Close() })
-	m, err := New(Deps{Config: cfg, Redis: rdb, Hub: h, Keys: store.NewKeyspace(prefix), Metrics: reg, Log: testenv.Logger()})
+	m, err := New(Deps{Config: cfg, Keys: store.NewKeyspace(prefix), Metrics: reg, Log: testenv.Logger()})
 	require.NoError(t, err)
+	host := moduletest.New(t, nil, moduletest.Stores{Redis: rdb, Hub: h})
+	require.NoError(t, m.StartChanges(context.Background(), host))
 	return m
 }
 
@@ -47,7 +50,7 @@ func runLifecycle(t *testing.T, m *Module) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = m.Lifecycle()(ctx)
+		_ = m.lifecycle(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -1,34 +1,10 @@
 package presence
 
 import (
-	"encoding/json"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
-
-// Automatic statuses; manual ones come from presence.manual_statuses.
-const (
-	StatusOnline  = "online"
-	StatusIdle    = "idle"
-	StatusOffline = "offline"
-)
-
-// Status is what a follower sees of a user.
-type Status struct {
-	User   string `json:"user"`
-	Status string `json:"status"`
-	// Since is when the status last changed (Unix ms); 0 for a user never seen.
-	Since int64 `json:"since,omitempty"`
-	// LastActiveAt is the last reported interaction (Unix ms), rounded down
-	// to presence.last_active_granularity.
-	LastActiveAt int64 `json:"lastActiveAt,omitempty"`
-	// V grows by one with each change of this user's status.
-	V int64 `json:"v"`
-	// TS is when the change was published (Unix ms, server clock); it feeds
-	// the publish-to-push latency and is not sent to clients.
-	TS int64 `json:"ts,omitempty"`
-}
 
 // newer tells whether s is a later state than o. Since orders states across
 // a Redis restart that resets V; V breaks ties within one millisecond.
@@ -56,80 +32,6 @@ func (s *Status) public() Status {
 
 func offlineStatus(user string) *Status {
 	return &Status{User: user, Status: StatusOffline}
-}
-
-// Protocol events.
-const (
-	evPresenceUpdate      = "presence:update"
-	evSubscriptionsSet    = "subscriptions:set"
-	evSubscriptionsAdd    = "subscriptions:add"
-	evSubscriptionsRemove = "subscriptions:remove"
-	evSessionPing         = "session:ping"
-	evSessionDisconnect   = "session:disconnect"
-	evNotificationsSub    = "notifications:subscribe"
-
-	evPresenceUpdated = "presence:updated"
-	evNotification    = "notifications:received"
-	evError           = "error"
-)
-
-// Error codes of the presence protocol beyond the shared web.Code* ones.
-const (
-	codeMessageTooLarge   = "message_too_large"
-	codeInvalidStatus     = "invalid_status"
-	codeInvalidTransition = "invalid_transition"
-	codeUnauthorized      = "unauthorized"
-)
-
-// Close codes of the presence gateway.
-const (
-	// closeSessionEnded: the session of this connection is over (expired or
-	// disconnected); reconnect to come back online.
-	closeSessionEnded = 4009
-)
-
-// Client payloads.
-
-type updatePayload struct {
-	// Status is a manual status, "online"/"idle" (back to automatic, this
-	// device active / inactive), or null (clear the manual status).
-	Status json.RawMessage `json:"status"`
-	// Active reports whether the user is interacting with this device.
-	Active *bool `json:"active"`
-}
-
-type subscriptionsPayload struct {
-	Users []string `json:"users"`
-}
-
-type pingPayload struct {
-	// IdleMs is the time since the last interaction on this device.
-	IdleMs *int64 `json:"idleMs"`
-	Active *bool  `json:"active"`
-}
-
-type notifyPayload struct {
-	User string `json:"user"`
-	On   string `json:"on"`
-}
-
-// Server payloads.
-
-type updatedPayload struct {
-	Users  []Status `json:"users"`
-	Resync bool     `json:"resync,omitempty"`
-}
-
-type notificationPayload struct {
-	User   string `json:"user"`
-	On     string `json:"on"`
-	Status Status `json:"status"`
-}
-
-type errorPayload struct {
-	Code    string   `json:"code"`
-	Message string   `json:"message"`
-	Users   []string `json:"users,omitempty"`
 }
 
 // maxUserIDBytes bounds user ids (JWT subjects and subscription targets).

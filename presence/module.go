@@ -2,68 +2,58 @@ package presence
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
-	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web"
 )
 
-// Deps are what the module is built from.
+// Deps are what the module is built from. It holds no store: each part
+// takes its stores from the host as it starts.
 type Deps struct {
 	Config config.Presence
 	// SendQueue is realtime.send_queue: the frames a connection may have
 	// waiting before it is dropped.
 	SendQueue int
-	Redis     redis.UniversalClient
-	Hub       *hub.Hub
 	Keys      store.Keyspace
-	// Contacts is nil in processes without PostgreSQL (the worker); the
-	// contacts policy and the contact API need it.
-	Contacts *Contacts
-	// Users verifies user tokens; nil in processes serving no user API.
-	Users   *auth.Verifier
-	Sockets *web.Sockets
-	Metrics prometheus.Registerer
-	Log     *slog.Logger
+	Metrics   prometheus.Registerer
+	Log       *slog.Logger
 }
 
-// Module is the presence module of one process. Build it once; its parts
-// (gateway, read API, lifecycle) share it.
+// Module is the presence module of one process. Its parts (gateway, read
+// API, lifecycle, change writer) start one at a time and share it.
 type Module struct {
-	cfg      config.Presence
-	log      *slog.Logger
-	m        *metrics
-	rdb      redis.UniversalClient
-	hub      *hub.Hub
-	keys     keys
-	st       *stateStore
+	cfg       config.Presence
+	sendQueue int
+	log       *slog.Logger
+	m         *metrics
+	keys      keys
+	id        string // this process, in control messages
+	changes   *changeWriter
+
+	// Set by the first part to start.
+	rdb redis.UniversalClient
+	hub *hub.Hub
+	st  *stateStore
+	f   *fanout
+	// Set by the parts serving users (gateway, read API).
 	contacts *Contacts
 	policy   Policy
 	users    *auth.Verifier
 	sockets  *web.Sockets
-	id       string // this process, in control messages
-	f        *fanout
 	gw       *gateway
-	changes  *changeWriter
-
-	writerOnce sync.Once
 }
 
-// New builds the module.
+// New builds the module; nothing runs until a part starts.
 func New(d Deps) (*Module, error) {
-	if d.Redis == nil || d.Hub == nil {
-		return nil, errors.New("presence: Redis and the hub are required")
-	}
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
@@ -71,43 +61,109 @@ func New(d Deps) (*Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("presence: metrics: %w", err)
 	}
-	k := keys{ks: d.Keys, shards: d.Config.Shards}
-	st := newStateStore(d.Redis, k, d.Config)
 	mod := &Module{
-		cfg: d.Config, log: d.Log, m: m, rdb: d.Redis, hub: d.Hub, keys: k, st: st,
-		contacts: d.Contacts, users: d.Users, sockets: d.Sockets, id: store.NewToken()[:12],
+		cfg: d.Config, sendQueue: d.SendQueue, log: d.Log, m: m,
+		keys: keys{ks: d.Keys, shards: d.Config.Shards}, id: store.NewToken()[:12],
 	}
-	var lister ContactLister
-	if d.Contacts != nil {
-		lister = d.Contacts
-	}
-	if d.Config.Policy == config.PresencePolicyOpen || lister != nil {
-		if mod.policy, err = NewPolicy(d.Config.Policy, lister, st); err != nil {
-			return nil, err
-		}
-	}
-	mod.f = newFanout(d.Hub, st, m, d.Log, d.Config.CoalesceTick)
 	mod.changes = newChangeWriter(mod)
 	return mod, nil
 }
 
-// Gateway mounts the WebSocket endpoint and returns the loop that serves
-// it (control messages, flushing); run it with the process's loops.
-func (m *Module) Gateway(g *echo.Group, sendQueue int) (func(ctx context.Context) error, error) {
-	if m.users == nil || m.sockets == nil || m.policy == nil {
-		return nil, errors.New("presence: the gateway needs the user verifier, sockets and a policy")
+// StartGateway mounts the WebSocket gateway (presence role).
+func (m *Module) StartGateway(ctx context.Context, h module.Host) error {
+	if err := m.openUsers(ctx, h); err != nil {
+		return err
 	}
-	m.gw = newGateway(m, sendQueue)
-	g.GET("/v1/presence/ws", m.gw.handle)
-	return m.gw.run, nil
+	m.sockets = h.Sockets()
+	m.gw = newGateway(m, m.sendQueue)
+	h.Routes().GET("/v1/presence/ws", m.gw.handle)
+	h.Go("presence.gateway", m.gw.run)
+	return nil
 }
 
-// ChangeWriter returns the loop that queues status changes for webhooks; it
-// runs once per process that changes statuses (gateway or worker).
-func (m *Module) ChangeWriter() (func(ctx context.Context) error, bool) {
-	first := false
-	m.writerOnce.Do(func() { first = true })
-	return m.changes.run, first
+// StartRead mounts the read API and the contact API (presence role):
+//
+//	GET  /v1/presence/users/:id       user JWT, same visibility as the gateway
+//	POST /v1/presence/query           API key, up to presence.max_query_users ids
+//	PUT  /v1/presence/contacts/:user  API key, replace a contact list
+//	GET  /v1/presence/contacts/:user  API key
+func (m *Module) StartRead(ctx context.Context, h module.Host) error {
+	if err := m.openUsers(ctx, h); err != nil {
+		return err
+	}
+	api := &readAPI{m: m}
+	g, apiKey := h.Routes(), h.RequireAPIKey()
+	g.GET("/v1/presence/users/:id", api.user, m.users.Middleware())
+	g.POST("/v1/presence/query", api.query, apiKey)
+	g.PUT("/v1/presence/contacts/:user", api.putContacts, apiKey)
+	g.GET("/v1/presence/contacts/:user", api.getContacts, apiKey)
+	return nil
+}
+
+// StartLifecycle runs the session lifecycle (worker role): ping
+// consumers, the deadline scheduler, the cleanup consumer and webhook
+// delivery. Any number of workers may run it.
+func (m *Module) StartLifecycle(ctx context.Context, h module.Host) error {
+	if err := m.open(ctx, h); err != nil {
+		return err
+	}
+	h.Go("presence.lifecycle", m.lifecycle)
+	return nil
+}
+
+// StartChanges runs the writer that queues status changes for webhooks,
+// once per process that changes statuses (gateway or lifecycle).
+func (m *Module) StartChanges(ctx context.Context, h module.Host) error {
+	if err := m.open(ctx, h); err != nil {
+		return err
+	}
+	h.Go("presence.changes", m.changes.run)
+	return nil
+}
+
+// open connects the state store and the fan-out on the first part's Redis.
+func (m *Module) open(ctx context.Context, h module.Host) error {
+	if m.st != nil {
+		return nil
+	}
+	rdb, err := h.Redis(ctx)
+	if err != nil {
+		return err
+	}
+	hb, err := h.Hub(ctx)
+	if err != nil {
+		return err
+	}
+	m.rdb, m.hub = rdb, hb
+	m.st = newStateStore(rdb, m.keys, m.cfg)
+	m.f = newFanout(hb, m.st, m.m, m.log, m.cfg.CoalesceTick)
+	return nil
+}
+
+// openUsers readies what serving users needs: their tokens, their contact
+// lists and the visibility policy.
+func (m *Module) openUsers(ctx context.Context, h module.Host) error {
+	if err := m.open(ctx, h); err != nil {
+		return err
+	}
+	if m.policy != nil {
+		return nil
+	}
+	users, err := h.Users()
+	if err != nil {
+		return err
+	}
+	pool, err := h.Postgres(ctx, store.PoolMain)
+	if err != nil {
+		return err
+	}
+	m.users, m.contacts = users, NewContacts(pool)
+	policy, err := NewPolicy(m.cfg.Policy, m.contacts, m.st)
+	if err != nil {
+		return err
+	}
+	m.policy = policy
+	return nil
 }
 
 // changed handles the side effects of a session step: counts, webhooks,

@@ -27,7 +27,7 @@ func (c *client) handle(msg []byte) {
 		return
 	}
 	if int64(len(msg)) > g.cfg.MaxMessageBytes {
-		c.sendError(codeMessageTooLarge, fmt.Sprintf("messages are limited to %d bytes", g.cfg.MaxMessageBytes), "", nil)
+		c.sendError(CodeMessageTooLarge, fmt.Sprintf("messages are limited to %d bytes", g.cfg.MaxMessageBytes), "", nil)
 		return
 	}
 	env, perr := web.ParseEnvelope(msg)
@@ -36,7 +36,7 @@ func (c *client) handle(msg []byte) {
 		return
 	}
 	if c.exp > 0 && time.Now().Unix() > c.exp {
-		c.closeWithError(codeUnauthorized, "the token expired; reconnect with a fresh one", env.ID, web.ClosePolicy, "token expired")
+		c.closeWithError(CodeUnauthorized, "the token expired; reconnect with a fresh one", env.ID, web.ClosePolicy, "token expired")
 		return
 	}
 	if c.ended.Load() {
@@ -48,19 +48,19 @@ func (c *client) handle(msg []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	switch env.Event {
-	case evSessionPing:
+	case EventSessionPing:
 		c.onPing(ctx, env)
-	case evPresenceUpdate:
+	case EventPresenceUpdate:
 		c.onUpdate(ctx, env)
-	case evSubscriptionsSet:
+	case EventSubscriptionsSet:
 		c.onSubscriptions(ctx, env, subSet)
-	case evSubscriptionsAdd:
+	case EventSubscriptionsAdd:
 		c.onSubscriptions(ctx, env, subAdd)
-	case evSubscriptionsRemove:
+	case EventSubscriptionsRemove:
 		c.onSubscriptions(ctx, env, subRemove)
-	case evNotificationsSub:
+	case EventNotificationsSubscribe:
 		c.onNotify(ctx, env)
-	case evSessionDisconnect:
+	case EventSessionDisconnect:
 		c.onDisconnect(ctx, env)
 	default:
 		c.sendError(web.CodeUnknownEvent, fmt.Sprintf("unknown event %q", env.Event), env.ID, nil)
@@ -84,7 +84,7 @@ func hasPayload(env web.Envelope) bool {
 
 // onPing renews the session's deadline and takes the activity it reports.
 func (c *client) onPing(ctx context.Context, env web.Envelope) {
-	var p pingPayload
+	var p PingPayload
 	if hasPayload(env) {
 		if perr := web.DecodePayload(env, &p); perr != nil {
 			c.sendError(perr.Code, perr.Message, env.ID, nil)
@@ -141,7 +141,7 @@ func (c *client) noteActivity(kind string, idleMs int64) {
 
 // onUpdate sets or clears the manual status and takes activity reports.
 func (c *client) onUpdate(ctx context.Context, env web.Envelope) {
-	var p updatePayload
+	var p UpdatePayload
 	if perr := web.DecodePayload(env, &p); perr != nil {
 		c.sendError(perr.Code, perr.Message, env.ID, nil)
 		return
@@ -168,7 +168,7 @@ func (c *client) onUpdate(ctx context.Context, env web.Envelope) {
 			}
 			switch {
 			case s == StatusOffline:
-				c.sendError(codeInvalidTransition, "offline is not a status to set: send session:disconnect to leave", env.ID, nil)
+				c.sendError(CodeInvalidTransition, "offline is not a status to set: send session:disconnect to leave", env.ID, nil)
 				return
 			case s == StatusOnline || s == StatusIdle:
 				// Back to automatic, with this device active or not.
@@ -183,7 +183,7 @@ func (c *client) onUpdate(ctx context.Context, env web.Envelope) {
 			case slices.Contains(c.g.cfg.ManualStatuses, s):
 				manual = "=" + s
 			default:
-				c.sendError(codeInvalidStatus, fmt.Sprintf("%q is not a status; manual statuses are %v", s, c.g.cfg.ManualStatuses), env.ID, nil)
+				c.sendError(CodeInvalidStatus, fmt.Sprintf("%q is not a status; manual statuses are %v", s, c.g.cfg.ManualStatuses), env.ID, nil)
 				return
 			}
 		}
@@ -196,13 +196,13 @@ func (c *client) onUpdate(ctx context.Context, env web.Envelope) {
 	c.noteActivity(kind, 0)
 	c.g.mod.changed(ctx, res)
 	c.armIdle(res.IdleIn)
-	c.conn.Send(web.EventFrame(evPresenceUpdated, updatedPayload{Users: []Status{res.Status.public()}}, env.ID))
+	c.conn.Send(web.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: []Status{res.Status.public()}}, env.ID))
 }
 
 // onSubscriptions applies subscriptions:set|add|remove.
 func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp) {
 	g := c.g
-	var p subscriptionsPayload
+	var p SubscriptionsPayload
 	if perr := web.DecodePayload(env, &p); perr != nil {
 		c.sendError(perr.Code, perr.Message, env.ID, nil)
 		return
@@ -286,7 +286,7 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 
 // onNotify records a one-time notification for when a user comes online.
 func (c *client) onNotify(ctx context.Context, env web.Envelope) {
-	var p notifyPayload
+	var p NotifyPayload
 	if perr := web.DecodePayload(env, &p); perr != nil {
 		c.sendError(perr.Code, perr.Message, env.ID, nil)
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
 )
 
@@ -74,9 +75,12 @@ type controller struct {
 }
 
 // StartController runs the hot-hotel controller (worker role).
-func (mod *Module) StartController(ctx context.Context, r Runner) error {
+func (mod *Module) StartController(ctx context.Context, h module.Host) error {
+	if err := mod.open(ctx, h); err != nil {
+		return err
+	}
 	c := &controller{db: mod.db, rdb: mod.rdb, keys: mod.keys, cfg: mod.cfg, m: mod.m, log: mod.log}
-	r.Go("viewers.controller", c.run)
+	h.Go("viewers.controller", c.run)
 	return nil
 }
 

@@ -152,13 +152,23 @@ type counter struct {
 // early refresh, besides having more than one shard.
 const hotHits = 5
 
-func newCounter(rdb redis.UniversalClient, k keys, tiers *tierCache, bucket, ttl, timeout time.Duration, beta float64,
-	breakerFailures int, breakerCooldown time.Duration, entries int, m *metrics, log *slog.Logger) *counter {
+// counterConfig tunes a counter.
+type counterConfig struct {
+	Bucket           time.Duration // HyperLogLog bucket
+	CacheTTL         time.Duration // how long a count is served from cache
+	Timeout          time.Duration // bound of one store read
+	EarlyRefreshBeta float64       // probabilistic early refresh (0: off)
+	BreakerFailures  int           // failures that open the breaker
+	BreakerCooldown  time.Duration // open time before a probe
+	CacheEntries     int           // hotels kept in the cache
+}
+
+func newCounter(rdb redis.UniversalClient, k keys, tiers *tierCache, cc counterConfig, m *metrics, log *slog.Logger) *counter {
 	c := &counter{
-		rdb: rdb, keys: k, tiers: tiers, bucket: bucket, ttl: ttl, timeout: timeout, beta: beta,
-		cache: newCountCache(entries), m: m, log: log,
+		rdb: rdb, keys: k, tiers: tiers, bucket: cc.Bucket, ttl: cc.CacheTTL, timeout: cc.Timeout, beta: cc.EarlyRefreshBeta,
+		cache: newCountCache(cc.CacheEntries), m: m, log: log,
 	}
-	c.breaker = newBreaker(breakerFailures, breakerCooldown, func(s int) { m.breakerState.Set(float64(s)) })
+	c.breaker = newBreaker(cc.BreakerFailures, cc.BreakerCooldown, func(s int) { m.breakerState.Set(float64(s)) })
 	return c
 }
 

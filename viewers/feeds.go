@@ -157,13 +157,6 @@ func (f *feeds) subscribers(hotel string) int {
 	return len(fd.members)
 }
 
-type countJSON struct {
-	Hotel string    `json:"hotel"`
-	Count int64     `json:"count"`
-	Stale bool      `json:"stale"`
-	AsOf  time.Time `json:"asOf"`
-}
-
 // Deliver receives the hotel's published counts from the hub. It runs on
 // the hub's dispatch goroutine and never blocks on sockets.
 func (fd *feed) Deliver(msg hub.Message) {
@@ -176,7 +169,7 @@ func (fd *feed) Deliver(msg hub.Message) {
 		}()
 		return
 	}
-	var c countJSON
+	var c Count
 	if err := json.Unmarshal(msg.Payload, &c); err != nil || c.Hotel != fd.hotel {
 		fd.f.log.Debug("viewers: ignoring a malformed count message", "topic", msg.Topic)
 		return

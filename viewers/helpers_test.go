@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,9 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
-	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/keyring"
+	"github.com/presenced/presenced/internal/module/moduletest"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web"
@@ -66,8 +67,7 @@ type env struct {
 	cfg    config.Viewers
 	ring   *keyring.Ring
 	apiKey string
-	cancel context.CancelFunc
-	wg     *sync.WaitGroup
+	host   *moduletest.Host
 }
 
 type envOpts struct {
@@ -77,19 +77,6 @@ type envOpts struct {
 	ring     *keyring.Ring
 	prefix   string
 	parts    []string // default: heartbeat, count, push
-}
-
-type runner struct {
-	ctx context.Context
-	wg  *sync.WaitGroup
-}
-
-func (r runner) Go(_ string, run func(ctx context.Context) error) {
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		_ = run(r.ctx)
-	}()
 }
 
 func newEnv(t testing.TB, o envOpts) *env {
@@ -126,35 +113,38 @@ func newEnv(t testing.TB, o envOpts) *env {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Close() })
 	apiKey := "test-api-key"
-	mod, err := New(Deps{
-		Config: cfg, Redis: rdb, LimitRedis: o.limitRdb, DB: testenv.Postgres(t), Hub: h, Sockets: srv.Sockets,
-		Keys: store.NewKeyspace(prefix), Ring: ring, APIKey: auth.RequireAPIKey(apiKey), Metrics: reg, Log: log,
-	})
+	d := Deps{Config: cfg, Keys: store.NewKeyspace(prefix), CookieKeys: func() (*keyring.Ring, error) { return ring, nil },
+		Metrics: reg, Log: log}
+	if o.limitRdb != nil {
+		d.LimitRedis = func() (redis.UniversalClient, error) { return o.limitRdb, nil }
+	}
+	mod, err := New(d)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	wg := &sync.WaitGroup{}
-	r := runner{ctx: ctx, wg: wg}
+	host := moduletest.New(t, srv, moduletest.Stores{Redis: rdb, Hub: h, Postgres: testenv.Postgres(t), APIKey: apiKey})
 	parts := o.parts
 	if parts == nil {
 		parts = []string{"heartbeat", "count", "push"}
 	}
-	g := srv.Echo.Group("")
+	ctx := context.Background()
+	if slices.ContainsFunc(parts, func(p string) bool { return p == "heartbeat" || p == "count" || p == "push" }) {
+		require.NoError(t, mod.StartTiers(ctx, host))
+	}
 	for _, p := range parts {
 		switch p {
 		case "heartbeat":
-			require.NoError(t, mod.StartHeartbeat(ctx, g, r))
+			require.NoError(t, mod.StartHeartbeat(ctx, host))
 		case "count":
-			require.NoError(t, mod.StartCount(ctx, g, r))
+			require.NoError(t, mod.StartCount(ctx, host))
 		case "push":
-			require.NoError(t, mod.StartPush(ctx, g, r))
+			require.NoError(t, mod.StartPush(ctx, host))
 		case "controller":
-			require.NoError(t, mod.StartController(ctx, r))
+			require.NoError(t, mod.StartController(ctx, host))
 		case "abuse":
-			require.NoError(t, mod.StartAbuse(ctx, r))
+			require.NoError(t, mod.StartAbuse(ctx, host))
 		}
 	}
 	ts := httptest.NewServer(srv.Echo)
-	e := &env{t: t, mod: mod, srv: ts, rdb: rdb, reg: reg, cfg: cfg, ring: ring, apiKey: apiKey, cancel: cancel, wg: wg}
+	e := &env{t: t, mod: mod, srv: ts, rdb: rdb, reg: reg, cfg: cfg, ring: ring, apiKey: apiKey, host: host}
 	t.Cleanup(e.stop)
 	return e
 }
@@ -167,8 +157,7 @@ func (e *env) stop() {
 	}
 	e.srv.CloseClientConnections()
 	e.srv.Close()
-	e.cancel()
-	e.wg.Wait()
+	e.host.Stop()
 }
 
 // client is one browser: it keeps its session cookie.
@@ -229,11 +218,11 @@ func (e *env) flush() {
 }
 
 // countOf reads the count through the HTTP endpoint.
-func (e *env) countOf(hotel string) countJSON {
+func (e *env) countOf(hotel string) Count {
 	e.t.Helper()
 	resp, body := e.get("/v1/viewers/"+hotel+"/count", nil)
 	require.Equal(e.t, http.StatusOK, resp.StatusCode, body)
-	var c countJSON
+	var c Count
 	require.NoError(e.t, jsonUnmarshal(body, &c))
 	return c
 }

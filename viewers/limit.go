@@ -148,10 +148,18 @@ type prefixState struct {
 	lastSeen     atomic.Int64
 }
 
-func newPrefixLimiter(rdb redis.UniversalClient, k keys, rate float64, burst, threshold int, interval time.Duration, m *metrics, log *slog.Logger) *prefixLimiter {
+// prefixConfig tunes the global prefix buckets.
+type prefixConfig struct {
+	Rate          float64       // heartbeats per second per prefix
+	Burst         int           // bucket size
+	SyncThreshold int           // local heartbeats of a prefix before Redis is asked
+	SyncInterval  time.Duration // at most one Redis check per prefix this often
+}
+
+func newPrefixLimiter(rdb redis.UniversalClient, k keys, c prefixConfig, m *metrics, log *slog.Logger) *prefixLimiter {
 	return &prefixLimiter{
-		rdb: rdb, keys: k, rate: rate, burst: burst, threshold: int32(threshold),
-		interval: interval, m: m, log: log, states: map[prefixKey]*prefixState{},
+		rdb: rdb, keys: k, rate: c.Rate, burst: c.Burst, threshold: int32(c.SyncThreshold),
+		interval: c.SyncInterval, m: m, log: log, states: map[prefixKey]*prefixState{},
 	}
 }
 

@@ -34,7 +34,7 @@ func (mod *Module) stream(c echo.Context) error {
 	if !ValidHotel(hotel) {
 		return web.BadRequest(badHotel)
 	}
-	mem := &sseMember{q: mod.hub.NewQueue(16), hotel: hotel}
+	mem := &sseMember{q: mod.feeds.hub.NewQueue(16), hotel: hotel}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 	err := mod.feeds.join(ctx, hotel, mem)
 	cancel()

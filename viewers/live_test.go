@@ -47,10 +47,10 @@ func awaitCount(t *testing.T, c *websocket.Conn, hotel string, want int64) {
 	t.Fatalf("no push of %d viewers for %s", want, hotel)
 }
 
-func countPayload(t *testing.T, env web.Envelope) countJSON {
+func countPayload(t *testing.T, env web.Envelope) Count {
 	t.Helper()
 	require.Equal(t, "count:updated", env.Event, string(env.Payload))
-	var c countJSON
+	var c Count
 	require.NoError(t, json.Unmarshal(env.Payload, &c))
 	return c
 }
@@ -76,7 +76,7 @@ func TestWebSocketLiveCounts(t *testing.T) {
 	require.NoError(t, other.WriteJSON(map[string]any{"v": 1, "event": "count:subscribe", "payload": map[string]any{"hotels": []string{"live-a"}}}))
 	readEnvelope(t, other)
 	require.Equal(t, 2, e.mod.feeds.subscribers("live-a"))
-	require.Equal(t, 1, e.mod.hub.Subscribers(e.mod.keys.topic("live-a")), "one hub subscriber per hotel")
+	require.Equal(t, 1, e.mod.feeds.hub.Subscribers(e.mod.keys.topic("live-a")), "one hub subscriber per hotel")
 
 	e.client().heartbeat("live-a")
 	awaitCount(t, ws, "live-a", 1)
@@ -110,7 +110,7 @@ func TestWebSocketLiveCounts(t *testing.T) {
 
 	ws.Close()
 	testenv.Eventually(t, 5*time.Second, func() bool { return e.mod.feeds.subscribers("live-b") == 0 }, "a closed socket leaves its hotels")
-	testenv.Eventually(t, 5*time.Second, func() bool { return e.mod.hub.Subscribers(e.mod.keys.topic("live-b")) == 0 }, "and the hub subscription goes")
+	testenv.Eventually(t, 5*time.Second, func() bool { return e.mod.feeds.hub.Subscribers(e.mod.keys.topic("live-b")) == 0 }, "and the hub subscription goes")
 }
 
 func manyHotels(n int) []string {
@@ -135,10 +135,10 @@ func TestSSELiveCounts(t *testing.T) {
 	defer resp.Body.Close()
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
 	events := testenv.SSEReader(t, resp.Body)
-	next := func() countJSON {
+	next := func() Count {
 		ev := events()
 		require.Equal(t, "count:updated", ev.Event)
-		var c countJSON
+		var c Count
 		require.NoError(t, json.Unmarshal([]byte(ev.Data), &c))
 		return c
 	}
@@ -165,7 +165,7 @@ func TestManySubscribersAreThrottled(t *testing.T) {
 	start := time.Now()
 	for n := 1; n <= 6; n++ {
 		res := newResult("busy", int64(n), time.Now(), false)
-		require.NoError(t, e.mod.hub.Publish(t.Context(), e.mod.keys.topic("busy"), res.body))
+		require.NoError(t, e.mod.feeds.hub.Publish(t.Context(), e.mod.keys.topic("busy"), res.body))
 		time.Sleep(50 * time.Millisecond)
 	}
 	// Each socket gets the first change at once, then the latest (6) one
@@ -184,7 +184,7 @@ func TestManySubscribersAreThrottled(t *testing.T) {
 	time.Sleep(800 * time.Millisecond)
 	for n := 7; n <= 9; n++ {
 		res := newResult("busy", int64(n), time.Now(), false)
-		require.NoError(t, e.mod.hub.Publish(t.Context(), e.mod.keys.topic("busy"), res.body))
+		require.NoError(t, e.mod.feeds.hub.Publish(t.Context(), e.mod.keys.topic("busy"), res.body))
 		time.Sleep(20 * time.Millisecond)
 	}
 	for n := 7; n <= 9; n++ {

@@ -18,179 +18,208 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
-	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/keyring"
+	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web"
 )
 
-// Deps are what the module is built from; the app provides them.
+// Deps are what the module is built from. It holds no store: each part
+// takes its stores from the host as it starts.
 type Deps struct {
 	Config config.Viewers
-	// Redis holds the HyperLogLogs, pub/sub, the stream and leases.
-	Redis redis.UniversalClient
-	// LimitRedis holds the global prefix buckets; nil means Redis.
-	LimitRedis redis.UniversalClient
-	DB         *pgxpool.Pool
-	Hub        *hub.Hub
-	Sockets    *web.Sockets
-	Keys       store.Keyspace
-	// Ring signs and verifies session cookies.
-	Ring *keyring.Ring
-	// APIKey guards the bundle endpoint (server to server).
-	APIKey  echo.MiddlewareFunc
-	Metrics prometheus.Registerer
-	Log     *slog.Logger
+	Keys   store.Keyspace
+	// CookieKeys loads the session cookie keys; only the ingest plane,
+	// which issues and checks cookies, calls it.
+	CookieKeys func() (*keyring.Ring, error)
+	// LimitRedis opens the Redis of the global prefix buckets when it is
+	// not the main one (viewers.ratelimit_redis_url); nil means the main.
+	LimitRedis func() (redis.UniversalClient, error)
+	Metrics    prometheus.Registerer
+	Log        *slog.Logger
 }
 
-// Runner registers background loops (app.App.Go).
-type Runner interface {
-	Go(name string, run func(ctx context.Context) error)
-}
-
-// Module is one process's viewers module; every part of it shares the
-// caches, buffers and metrics below.
+// Module is one process's viewers module. Its parts start one at a time
+// and share the caches, buffers and metrics below.
 type Module struct {
-	cfg  config.Viewers
-	rdb  redis.UniversalClient
-	db   *pgxpool.Pool
-	hub  *hub.Hub
-	sock *web.Sockets
-	keys keys
-	ring *keyring.Ring
-	auth echo.MiddlewareFunc
-	m    *metrics
-	log  *slog.Logger
+	cfg        config.Viewers
+	keys       keys
+	cookieKeys func() (*keyring.Ring, error)
+	limitRedis func() (redis.UniversalClient, error)
+	m          *metrics
+	log        *slog.Logger
 
+	// Set by the first part to start.
+	rdb      redis.UniversalClient
+	db       *pgxpool.Pool
 	tiers    *tierCache
+	writer   *writer
+	counter  *counter
+	feeds    *feeds
+	sock     *web.Sockets
+	tiersRun bool
+	// Set by the heartbeat part.
+	ring     *keyring.Ring
 	deny     *denylist
 	sessions *sessions
 	sessLim  *sessionLimiter
 	prefixes *prefixLimiter
-	writer   *writer
 	recorder *recorder
-	counter  *counter
-	feeds    *feeds
-
-	once map[string]*sync.Once
 }
 
-// New builds the module; nothing runs until a Start method is called.
+// New builds the module; nothing runs until a part starts.
 func New(d Deps) (*Module, error) {
-	if d.Redis == nil || d.DB == nil || d.Ring == nil {
-		return nil, errors.New("viewers: redis, postgres and a key ring are required")
+	if d.CookieKeys == nil || d.Log == nil {
+		return nil, errors.New("viewers: cookie keys and a logger are required")
 	}
 	m, err := newMetrics(d.Metrics)
 	if err != nil {
 		return nil, err
 	}
-	cfg := d.Config
-	k := keys{ks: d.Keys}
-	mod := &Module{
-		cfg: cfg, rdb: d.Redis, db: d.DB, hub: d.Hub, sock: d.Sockets, keys: k, ring: d.Ring, auth: d.APIKey, m: m, log: d.Log,
-		once: map[string]*sync.Once{},
+	return &Module{cfg: d.Config, keys: keys{ks: d.Keys}, cookieKeys: d.CookieKeys, limitRedis: d.LimitRedis,
+		m: m, log: d.Log}, nil
+}
+
+// open builds what every part shares over the first part's stores.
+func (mod *Module) open(ctx context.Context, h module.Host) error {
+	if mod.rdb != nil {
+		return nil
 	}
-	for _, n := range []string{"tiers", "deny", "writer", "limits", "recorder", "reporter", "publisher"} {
-		mod.once[n] = &sync.Once{}
+	rdb, err := h.Redis(ctx)
+	if err != nil {
+		return err
 	}
-	mod.tiers = newTierCache(d.DB, cfg.TierCacheTTL, m, d.Log)
-	mod.deny = newDenylist(d.DB, cfg.DenylistRefresh, m, d.Log)
-	mod.sessions = newSessions(d.Ring, cfg.CookieMaxAge, 1<<20)
-	mod.sessLim = newSessionLimiter(cfg.SessionRate, cfg.SessionBurst, 1<<21)
-	if cfg.PrefixRate > 0 {
-		lr := d.LimitRedis
-		if lr == nil {
-			lr = d.Redis
-		}
-		mod.prefixes = newPrefixLimiter(lr, k, cfg.PrefixRate, cfg.PrefixBurst, cfg.PrefixSyncThreshold, cfg.PrefixSyncInterval, m, d.Log)
+	db, err := h.Postgres(ctx, store.PoolMain)
+	if err != nil {
+		return err
 	}
-	mod.writer = newWriter(d.Redis, k, cfg.Bucket, cfg.FlushWindow, cfg.HotFlushWindow, cfg.FlushTimeout, cfg.ProbeInterval, cfg.MaxPending, m, d.Log)
-	mod.recorder = newRecorder(d.Redis, k, cfg.StreamPartitions, cfg.StreamMaxLen, cfg.StreamBatch, cfg.StreamFlush, m, d.Log)
-	mod.counter = newCounter(d.Redis, k, mod.tiers, cfg.Bucket, cfg.CountCacheTTL, cfg.CountTimeout, cfg.EarlyRefreshBeta,
-		cfg.BreakerFailures, cfg.BreakerCooldown, cfg.CountCacheEntries, m, d.Log)
+	cfg := mod.cfg
+	mod.rdb, mod.db = rdb, db
+	mod.tiers = newTierCache(db, cfg.TierCacheTTL, mod.m, mod.log)
+	mod.writer = newWriter(rdb, mod.keys, writerConfig{
+		Bucket: cfg.Bucket, Flush: cfg.FlushWindow, HotFlush: cfg.HotFlushWindow, Timeout: cfg.FlushTimeout,
+		Probe: cfg.ProbeInterval, MaxPending: cfg.MaxPending,
+	}, mod.m, mod.log)
+	mod.counter = newCounter(rdb, mod.keys, mod.tiers, counterConfig{
+		Bucket: cfg.Bucket, CacheTTL: cfg.CountCacheTTL, Timeout: cfg.CountTimeout, EarlyRefreshBeta: cfg.EarlyRefreshBeta,
+		BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown, CacheEntries: cfg.CountCacheEntries,
+	}, mod.m, mod.log)
 	if len(cfg.Peers) > 0 {
-		mod.counter.peers = newPeerSet(cfg.Peers, cfg.PeerAPIKey, cfg.PeerTimeout, cfg.PeerRefresh, cfg.PeerMaxAge, m, d.Log)
+		mod.counter.peers = newPeerSet(cfg.Peers, cfg.PeerAPIKey, cfg.PeerTimeout, cfg.PeerRefresh, cfg.PeerMaxAge, mod.m, mod.log)
 	}
-	if d.Hub != nil {
-		mod.feeds = newFeeds(d.Hub, k, mod.counter, cfg, m, d.Log)
-	}
-	return mod, nil
-}
-
-// startOnce runs f the first time name is started in this process.
-func (mod *Module) startOnce(name string, f func()) { mod.once[name].Do(f) }
-
-// loadTiers loads the tier table once before serving, so the first counts
-// already union the right shards, and keeps it fresh.
-func (mod *Module) loadTiers(ctx context.Context, r Runner) {
-	mod.startOnce("tiers", func() {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := mod.tiers.refresh(ctx); err != nil {
-			mod.log.Warn("viewers: first tier load failed; retrying in the background", "err", err)
-		}
-		r.Go("viewers.tiers", mod.tiers.run)
-	})
-}
-
-// StartHeartbeat mounts the write path (ingest role).
-func (mod *Module) StartHeartbeat(ctx context.Context, g *echo.Group, r Runner) error {
-	if !mod.ring.CanSign() {
-		return errors.New("viewers: the ingest plane needs viewers.cookie_signing_key to issue session cookies")
-	}
-	if pub, ok := mod.ring.Public(mod.ring.ActiveID()); ok {
-		mod.log.Info("viewers: signing session cookies", "kid", mod.ring.ActiveID(),
-			"verify_key", mod.ring.ActiveID()+":"+base64.StdEncoding.EncodeToString(pub))
-	}
-	mod.loadTiers(ctx, r)
-	mod.startOnce("deny", func() {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := mod.deny.load(ctx); err != nil {
-			mod.log.Warn("viewers: first denylist load failed; retrying in the background", "err", err)
-		}
-		r.Go("viewers.denylist", mod.deny.run)
-	})
-	mod.startOnce("writer", func() { r.Go("viewers.flush", mod.writer.run) })
-	mod.startOnce("recorder", func() { r.Go("viewers.stream", mod.recorder.run) })
-	mod.startOnce("reporter", func() { r.Go("viewers.rates", mod.reportRates) })
-	if mod.prefixes != nil {
-		mod.startOnce("limits", func() { r.Go("viewers.prefix-limits", mod.prefixes.run) })
-	}
-	g.POST("/v1/viewers/:hotel/heartbeat", mod.heartbeat)
 	return nil
 }
 
-// StartCount mounts the count and bundle endpoints and the publisher of
-// live counts (count role).
-func (mod *Module) StartCount(ctx context.Context, g *echo.Group, r Runner) error {
-	mod.loadTiers(ctx, r)
+// StartTiers loads the tier table before the parts that read it serve, so
+// the first counts already union the right shards, and keeps it fresh.
+func (mod *Module) StartTiers(ctx context.Context, h module.Host) error {
+	if err := mod.open(ctx, h); err != nil {
+		return err
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := mod.tiers.refresh(lctx); err != nil {
+		mod.log.Warn("viewers: first tier load failed; retrying in the background", "err", err)
+	}
+	h.Go("viewers.tiers", mod.tiers.run)
+	return nil
+}
+
+// StartHeartbeat mounts the write path (ingest role).
+func (mod *Module) StartHeartbeat(ctx context.Context, h module.Host) error {
+	if err := mod.open(ctx, h); err != nil {
+		return err
+	}
+	ring, err := mod.cookieKeys()
+	if err != nil {
+		return err
+	}
+	if !ring.CanSign() {
+		return errors.New("viewers: the ingest plane needs viewers.cookie_signing_key to issue session cookies")
+	}
+	if pub, ok := ring.Public(ring.ActiveID()); ok {
+		mod.log.Info("viewers: signing session cookies", "kid", ring.ActiveID(),
+			"verify_key", ring.ActiveID()+":"+base64.StdEncoding.EncodeToString(pub))
+	}
+	cfg := mod.cfg
+	mod.ring = ring
+	mod.sessions = newSessions(ring, cfg.CookieMaxAge, 1<<20)
+	mod.sessLim = newSessionLimiter(cfg.SessionRate, cfg.SessionBurst, 1<<21)
+	mod.deny = newDenylist(mod.db, cfg.DenylistRefresh, mod.m, mod.log)
+	mod.recorder = newRecorder(mod.rdb, mod.keys, recorderConfig{
+		Partitions: cfg.StreamPartitions, MaxLen: cfg.StreamMaxLen, Batch: cfg.StreamBatch, Flush: cfg.StreamFlush,
+	}, mod.m, mod.log)
+	if cfg.PrefixRate > 0 {
+		lr := mod.rdb
+		if mod.limitRedis != nil {
+			if lr, err = mod.limitRedis(); err != nil {
+				return fmt.Errorf("viewers.ratelimit_redis_url: %w", err)
+			}
+		}
+		mod.prefixes = newPrefixLimiter(lr, mod.keys, prefixConfig{
+			Rate: cfg.PrefixRate, Burst: cfg.PrefixBurst, SyncThreshold: cfg.PrefixSyncThreshold, SyncInterval: cfg.PrefixSyncInterval,
+		}, mod.m, mod.log)
+		h.Go("viewers.prefix-limits", mod.prefixes.run)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := mod.deny.load(lctx); err != nil {
+		mod.log.Warn("viewers: first denylist load failed; retrying in the background", "err", err)
+	}
+	h.Go("viewers.denylist", mod.deny.run)
+	h.Go("viewers.flush", mod.writer.run)
+	h.Go("viewers.stream", mod.recorder.run)
+	h.Go("viewers.rates", mod.reportRates)
+	h.Routes().POST("/v1/viewers/:hotel/heartbeat", mod.heartbeat)
+	return nil
+}
+
+// StartCount mounts the count and bundle endpoints and runs the publisher
+// of live counts (count role).
+func (mod *Module) StartCount(ctx context.Context, h module.Host) error {
+	if err := mod.openFeeds(ctx, h); err != nil {
+		return err
+	}
+	g := h.Routes()
 	g.GET("/v1/viewers/:hotel/count", mod.count)
 	g.HEAD("/v1/viewers/:hotel/count", mod.count)
-	g.GET("/v1/viewers/:hotel/bundle", mod.bundle, mod.auth)
-	if mod.feeds != nil {
-		mod.startOnce("publisher", func() { r.Go("viewers.publisher", mod.feeds.publishLoop) })
-	}
+	g.GET("/v1/viewers/:hotel/bundle", mod.bundle, h.RequireAPIKey())
+	h.Go("viewers.publisher", mod.feeds.publishLoop)
 	return nil
 }
 
 // StartPush mounts the live count endpoints (count role).
-func (mod *Module) StartPush(ctx context.Context, g *echo.Group, r Runner) error {
-	if mod.feeds == nil || mod.sock == nil {
-		return errors.New("viewers: live counts need the hub and the socket server")
+func (mod *Module) StartPush(ctx context.Context, h module.Host) error {
+	if err := mod.openFeeds(ctx, h); err != nil {
+		return err
 	}
-	mod.loadTiers(ctx, r)
+	mod.sock = h.Sockets()
+	g := h.Routes()
 	g.GET("/v1/viewers/:hotel/stream", mod.stream)
 	g.GET("/v1/viewers/ws", mod.websocket)
+	return nil
+}
+
+func (mod *Module) openFeeds(ctx context.Context, h module.Host) error {
+	if err := mod.open(ctx, h); err != nil {
+		return err
+	}
+	if mod.feeds != nil {
+		return nil
+	}
+	hb, err := h.Hub(ctx)
+	if err != nil {
+		return err
+	}
+	mod.feeds = newFeeds(hb, mod.keys, mod.counter, mod.cfg, mod.m, mod.log)
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
 )
 
@@ -52,8 +53,11 @@ type scanPartition struct {
 }
 
 // StartAbuse runs the abuse scanner (worker role).
-func (mod *Module) StartAbuse(ctx context.Context, r Runner) error {
-	r.Go("viewers.abuse", mod.newScanner().run)
+func (mod *Module) StartAbuse(ctx context.Context, h module.Host) error {
+	if err := mod.open(ctx, h); err != nil {
+		return err
+	}
+	h.Go("viewers.abuse", mod.newScanner().run)
 	return nil
 }
 

@@ -113,10 +113,18 @@ type recPartition struct {
 	bytes  int
 }
 
-func newRecorder(rdb redis.UniversalClient, k keys, partitions int, maxLen int64, batch int, every time.Duration, m *metrics, log *slog.Logger) *recorder {
+// recorderConfig tunes a recorder.
+type recorderConfig struct {
+	Partitions int           // stream partitions
+	MaxLen     int64         // entries kept per partition
+	Batch      int           // records per stream entry
+	Flush      time.Duration // how often buffered records are written
+}
+
+func newRecorder(rdb redis.UniversalClient, k keys, c recorderConfig, m *metrics, log *slog.Logger) *recorder {
 	return &recorder{
-		rdb: rdb, keys: k, maxLen: maxLen, batch: batch, every: every, maxBytes: 64 << 20 / partitions,
-		m: m, log: log, parts: make([]recPartition, partitions),
+		rdb: rdb, keys: k, maxLen: c.MaxLen, batch: c.Batch, every: c.Flush, maxBytes: 64 << 20 / c.Partitions,
+		m: m, log: log, parts: make([]recPartition, c.Partitions),
 	}
 }
 

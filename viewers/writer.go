@@ -105,10 +105,20 @@ type writer struct {
 	rates    map[string]int64 // adds per hotel since the last rate report
 }
 
-func newWriter(rdb redis.UniversalClient, k keys, bucket, window, hotWindow, timeout, probe time.Duration, maxPending int, m *metrics, log *slog.Logger) *writer {
+// writerConfig tunes a writer.
+type writerConfig struct {
+	Bucket     time.Duration // HyperLogLog bucket
+	Flush      time.Duration // flush window of ordinary hotels
+	HotFlush   time.Duration // flush window of hot hotels
+	Timeout    time.Duration // bound of one flush
+	Probe      time.Duration // how often a down Redis is probed
+	MaxPending int           // sessions buffered before refusing
+}
+
+func newWriter(rdb redis.UniversalClient, k keys, c writerConfig, m *metrics, log *slog.Logger) *writer {
 	w := &writer{
-		rdb: rdb, keys: k, bucket: bucket, windows: [2]time.Duration{window, hotWindow},
-		timeout: timeout, probeEvery: probe, maxPending: int64(maxPending), m: m, log: log,
+		rdb: rdb, keys: k, bucket: c.Bucket, windows: [2]time.Duration{c.Flush, c.HotFlush},
+		timeout: c.Timeout, probeEvery: c.Probe, maxPending: int64(c.MaxPending), m: m, log: log,
 		classes:  [2]*buffer{newBuffer(), newBuffer()},
 		expiring: map[string]int64{},
 		rates:    map[string]int64{},

@@ -23,6 +23,7 @@ import (
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/keyring"
+	"github.com/presenced/presenced/internal/module/moduletest"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web"
@@ -37,13 +38,16 @@ const (
 
 // bundle is one process's waiting room over a test Redis.
 type bundle struct {
-	rdb  redis.UniversalClient
-	keys store.Keyspace
-	cfg  config.Waitingroom
-	ring *keyring.Ring
-	mod  *Module
-	line *Line
-	reg  *prometheus.Registry
+	rdb    redis.UniversalClient
+	keys   store.Keyspace
+	cfg    config.Waitingroom
+	ring   *keyring.Ring
+	mod    *Module
+	line   *Line
+	ticker *Ticker
+	reg    *prometheus.Registry
+	srv    *web.Server
+	host   *moduletest.Host
 }
 
 func testConfig() config.Waitingroom {
@@ -80,9 +84,23 @@ func newBundle(t testing.TB, rdb redis.UniversalClient, prefix string, ring *key
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Close() })
 	keys := store.NewKeyspace(prefix)
-	m, err := New(Deps{Redis: rdb, Keys: keys, Hub: h, Ring: ring, Config: cfg, Metrics: reg, Log: testenv.Logger()})
+	m, err := New(Deps{Keys: keys, PassKeys: func() (*keyring.Ring, error) { return ring, nil }, Config: cfg, Metrics: reg, Log: testenv.Logger()})
 	require.NoError(t, err)
-	return &bundle{rdb: rdb, keys: keys, cfg: cfg, ring: ring, mod: m, line: m.line, reg: reg}
+	full := config.Default()
+	full.Realtime.PingInterval = time.Second
+	full.Realtime.PongTimeout = 3 * time.Second
+	srv, err := web.NewServer(full, prometheus.NewRegistry(), testenv.Logger())
+	require.NoError(t, err)
+	users, err := auth.NewVerifier(context.Background(), config.Auth{JWTSecret: testSecret})
+	require.NoError(t, err)
+	host := moduletest.New(t, srv, moduletest.Stores{Redis: rdb, Hub: h, Users: users, APIKey: testAPIKey})
+	require.NoError(t, m.StartVerify(context.Background(), host))
+	if ring.CanSign() { // tests issue passes without mounting the admit plane
+		m.issuer, err = NewIssuer(ring, cfg.PassTTL)
+		require.NoError(t, err)
+	}
+	ticker := newTicker(rdb, m.line, h, cfg, m.metrics, testenv.Logger())
+	return &bundle{rdb: rdb, keys: keys, cfg: cfg, ring: ring, mod: m, line: m.line, ticker: ticker, reg: reg, srv: srv, host: host}
 }
 
 // redisKinds runs f against a single Redis and a Redis Cluster.
@@ -174,16 +192,8 @@ type server struct {
 
 func newServer(t *testing.T, b *bundle) *server {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Realtime.PingInterval = time.Second
-	cfg.Realtime.PongTimeout = 3 * time.Second
-	srv, err := web.NewServer(cfg, prometheus.NewRegistry(), testenv.Logger())
-	require.NoError(t, err)
-	users, err := auth.NewVerifier(context.Background(), config.Auth{JWTSecret: testSecret})
-	require.NoError(t, err)
-	require.NoError(t, b.mod.Mount(srv.Echo.Group(""), Routes{
-		Sockets: srv.Sockets, RequireUser: users.Middleware(), RequireAPIKey: auth.RequireAPIKey(testAPIKey),
-	}))
+	require.NoError(t, b.mod.StartAdmit(context.Background(), b.host))
+	srv := b.srv
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -15,16 +15,6 @@ import (
 	"github.com/presenced/presenced/web"
 )
 
-// WebSocket events and error codes of the waiting room.
-const (
-	eventPosition = "queue:position" // server: your place in line
-	eventAdmitted = "queue:admitted" // server: your pass; the socket closes
-	eventPing     = "queue:ping"     // client: refresh my heartbeat, tell my place
-
-	codeNoRoom    = "no_waiting_room"
-	codeNotInLine = "not_in_line"
-)
-
 // Client frames allowed per socket: a ping every 5 s is the protocol; this
 // leaves room for bursts without letting a client flood Redis.
 const (
@@ -62,7 +52,7 @@ func (h *handlers) storeCtx(c echo.Context) (context.Context, context.CancelFunc
 func (h *handlers) fail(op string, err error) error {
 	if errors.Is(err, ErrNoRoom) {
 		h.m.metrics.requests.WithLabelValues(op, "no_room").Inc()
-		return web.Errorf(http.StatusNotFound, codeNoRoom, "this event has no waiting room")
+		return web.Errorf(http.StatusNotFound, CodeNoRoom, "this event has no waiting room")
 	}
 	h.m.metrics.requests.WithLabelValues(op, "unavailable").Inc()
 	h.m.metrics.storeErrors.WithLabelValues(op).Inc()
@@ -81,7 +71,7 @@ func (h *handlers) place(c echo.Context, op string, room Room, p Place, user str
 		}
 		return c.JSON(http.StatusOK, a)
 	case StateAbsent:
-		return web.Errorf(http.StatusNotFound, codeNotInLine, "you are not in line for this event; join first")
+		return web.Errorf(http.StatusNotFound, CodeNotInLine, "you are not in line for this event; join first")
 	}
 	return c.JSON(http.StatusOK, h.m.queuedAnswer(room, p))
 }
@@ -168,7 +158,7 @@ func (h *handlers) socket(c echo.Context) error {
 		go drain(conn)
 		return nil
 	}
-	conn.Send(web.EventFrame(eventPosition, h.m.queuedAnswer(room, p), ""))
+	conn.Send(web.EventFrame(EventPosition, h.m.queuedAnswer(room, p), ""))
 	r := h.m.rooms.attach(event, w)
 	// Read from a goroutine of its own so the handler returns (see
 	// web.Sockets.Upgrade).
@@ -215,7 +205,7 @@ func (h *handlers) clientFrame(conn *web.Conn, event, user string, msg []byte) {
 		conn.Send(web.ErrorFrame(perr.Code, perr.Message, env.ID))
 		return
 	}
-	if env.Event != eventPing {
+	if env.Event != EventPing {
 		conn.Send(web.ErrorFrame(web.CodeUnknownEvent, "the waiting room accepts queue:ping", env.ID))
 		return
 	}
@@ -224,7 +214,7 @@ func (h *handlers) clientFrame(conn *web.Conn, event, user string, msg []byte) {
 	cancel()
 	switch {
 	case errors.Is(err, ErrNoRoom):
-		conn.SendAndClose(web.ErrorFrame(codeNoRoom, "this event has no waiting room", env.ID), websocket.CloseNormalClosure, codeNoRoom)
+		conn.SendAndClose(web.ErrorFrame(CodeNoRoom, "this event has no waiting room", env.ID), websocket.CloseNormalClosure, CodeNoRoom)
 	case err != nil:
 		h.m.metrics.storeErrors.WithLabelValues("status").Inc()
 		conn.Send(web.ErrorFrame(web.CodeUnavailable, "the waiting room is unavailable; your place is kept, ping again later", env.ID))
@@ -234,17 +224,10 @@ func (h *handlers) clientFrame(conn *web.Conn, event, user string, msg []byte) {
 			conn.SendAndClose(frame, websocket.CloseNormalClosure, "admitted")
 		}
 	case p.State == StateAbsent:
-		conn.SendAndClose(web.ErrorFrame(codeNotInLine, "you are no longer in line; join again", env.ID), websocket.CloseNormalClosure, codeNotInLine)
+		conn.SendAndClose(web.ErrorFrame(CodeNotInLine, "you are no longer in line; join again", env.ID), websocket.CloseNormalClosure, CodeNotInLine)
 	default:
-		conn.Send(web.EventFrame(eventPosition, h.m.queuedAnswer(room, p), env.ID))
+		conn.Send(web.EventFrame(EventPosition, h.m.queuedAnswer(room, p), env.ID))
 	}
-}
-
-// roomView is the admin's view of one waiting room.
-type roomView struct {
-	Event    string   `json:"event"`
-	Settings Settings `json:"settings"`
-	Stats    Stats    `json:"stats"`
 }
 
 // PUT /v1/admin/waitingrooms/:event: create or change the settings.
@@ -304,7 +287,7 @@ func (h *handlers) getRoom(c echo.Context) error {
 	if n, err := h.m.line.MemoryUsage(ctx, event); err == nil {
 		st.MemoryBytes = &n
 	}
-	return c.JSON(http.StatusOK, roomView{Event: event, Settings: s, Stats: st})
+	return c.JSON(http.StatusOK, RoomView{Event: event, Settings: s, Stats: st})
 }
 
 // DELETE /v1/admin/waitingrooms/:event: remove the waiting room, its line

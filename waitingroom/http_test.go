@@ -69,7 +69,7 @@ func TestAdminAPI(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 	}
 	s.tick(t, "sale-1")
-	var view roomView
+	var view RoomView
 	code, _ = s.call(t, http.MethodGet, path, "admin", nil, &view)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "sale-1", view.Event)
@@ -100,10 +100,10 @@ func TestJoinStatusLeaveOverHTTP(t *testing.T) {
 	}
 	code, _ = s.call(t, http.MethodPost, "/v1/waitingroom/nosuch/join", "a", nil, &e)
 	require.Equal(t, http.StatusNotFound, code)
-	require.Equal(t, codeNoRoom, e.Error.Code)
+	require.Equal(t, CodeNoRoom, e.Error.Code)
 	code, _ = s.call(t, http.MethodGet, "/v1/waitingroom/ev/status", "a", nil, &e)
 	require.Equal(t, http.StatusNotFound, code)
-	require.Equal(t, codeNotInLine, e.Error.Code)
+	require.Equal(t, CodeNotInLine, e.Error.Code)
 
 	var a answer
 	for i, u := range []string{"a", "b", "c"} {
@@ -124,7 +124,7 @@ func TestJoinStatusLeaveOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, StateAdmitted, a.State)
 	require.NotEmpty(t, a.Pass)
-	require.NoError(t, s.mod.Verifier().Verify(context.Background(), a.Pass, "ev", "a"))
+	require.NoError(t, s.mod.verifier.Verify(context.Background(), a.Pass, "ev", "a"))
 	require.WithinDuration(t, time.Now().Add(5*time.Minute), a.ExpiresAt, 10*time.Second)
 
 	code, _ = s.call(t, http.MethodPost, "/v1/waitingroom/ev/join", "b", nil, &a)
@@ -133,7 +133,7 @@ func TestJoinStatusLeaveOverHTTP(t *testing.T) {
 	// Leaving after checkout frees the slot; leaving the line gives up the place.
 	code, _ = s.call(t, http.MethodPost, "/v1/waitingroom/ev/leave", "a", nil, nil)
 	require.Equal(t, http.StatusNoContent, code)
-	require.ErrorIs(t, s.mod.Verifier().Verify(context.Background(), a.Pass, "ev", "a"), ErrNotAdmitted)
+	require.ErrorIs(t, s.mod.verifier.Verify(context.Background(), a.Pass, "ev", "a"), ErrNotAdmitted)
 	code, _ = s.call(t, http.MethodPost, "/v1/waitingroom/ev/leave", "b", nil, nil)
 	require.Equal(t, http.StatusNoContent, code)
 	require.Equal(t, []string{"c"}, s.tick(t, "ev").Admitted)
@@ -178,7 +178,7 @@ func TestSocketPushesPositionThenPass(t *testing.T) {
 		require.NoError(t, err)
 		env, a, err := readFrame(t, ca, 2*time.Second)
 		require.NoError(t, err)
-		require.Equal(t, eventPosition, env.Event)
+		require.Equal(t, EventPosition, env.Event)
 		require.EqualValues(t, 1, *a.Position)
 
 		cb, _, err := s.dialWS(t, "ev", "b")
@@ -191,12 +191,12 @@ func TestSocketPushesPositionThenPass(t *testing.T) {
 		start := time.Now()
 		env, a, err = readFrame(t, cb, 2*time.Second)
 		require.NoError(t, err)
-		require.Equal(t, eventPosition, env.Event)
+		require.Equal(t, EventPosition, env.Event)
 		require.EqualValues(t, 2, *a.Position)
 		require.Less(t, time.Since(start), time.Second)
 
 		// A ping is answered with the position, correlated.
-		require.NoError(t, cb.WriteJSON(web.Envelope{V: 1, Event: eventPing, ID: "p1"}))
+		require.NoError(t, cb.WriteJSON(web.Envelope{V: 1, Event: EventPing, ID: "p1"}))
 		for {
 			env, a, err = readFrame(t, cb, 2*time.Second)
 			require.NoError(t, err)
@@ -204,7 +204,7 @@ func TestSocketPushesPositionThenPass(t *testing.T) {
 				break
 			}
 		}
-		require.Equal(t, eventPosition, env.Event)
+		require.Equal(t, EventPosition, env.Event)
 		require.NoError(t, cb.WriteJSON(web.Envelope{V: 1, Event: "queue:jump", ID: "p2"}))
 		for {
 			env, a, err = readFrame(t, cb, 2*time.Second)
@@ -223,11 +223,11 @@ func TestSocketPushesPositionThenPass(t *testing.T) {
 		for pass == "" {
 			env, a, err = readFrame(t, ca, 3*time.Second)
 			require.NoError(t, err)
-			if env.Event == eventAdmitted {
+			if env.Event == EventAdmitted {
 				pass = a.Pass
 			}
 		}
-		require.NoError(t, s.mod.Verifier().Verify(context.Background(), pass, "ev", "a"))
+		require.NoError(t, s.mod.verifier.Verify(context.Background(), pass, "ev", "a"))
 		_, _, err = readFrame(t, ca, 3*time.Second)
 		var ce *websocket.CloseError
 		require.ErrorAs(t, err, &ce)
@@ -237,28 +237,28 @@ func TestSocketPushesPositionThenPass(t *testing.T) {
 		for {
 			env, a, err = readFrame(t, cb, 3*time.Second)
 			require.NoError(t, err)
-			if env.Event == eventPosition && *a.Position == 1 {
+			if env.Event == EventPosition && *a.Position == 1 {
 				break
 			}
 		}
 		// a's checkout ends: b is admitted at the next tick.
-		require.NoError(t, s.mod.Verifier().Release(context.Background(), "ev", "a"))
+		require.NoError(t, s.mod.verifier.Release(context.Background(), "ev", "a"))
 		require.Equal(t, []string{"b"}, s.tick(t, "ev").Admitted)
 		for {
 			env, a, err = readFrame(t, cb, 3*time.Second)
 			require.NoError(t, err)
-			if env.Event == eventAdmitted {
+			if env.Event == EventAdmitted {
 				break
 			}
 		}
-		require.NoError(t, s.mod.Verifier().Verify(context.Background(), a.Pass, "ev", "b"))
+		require.NoError(t, s.mod.verifier.Verify(context.Background(), a.Pass, "ev", "b"))
 
 		// Reconnecting while admitted gets the pass at once.
 		ca2, _, err := s.dialWS(t, "ev", "b")
 		require.NoError(t, err)
 		env, a, err = readFrame(t, ca2, 2*time.Second)
 		require.NoError(t, err)
-		require.Equal(t, eventAdmitted, env.Event)
+		require.Equal(t, EventAdmitted, env.Event)
 	})
 }
 
@@ -295,7 +295,7 @@ func TestSocketRateLimitsClientFrames(t *testing.T) {
 	c, _, err := s.dialWS(t, "ev", "a")
 	require.NoError(t, err)
 	for i := 0; i < 10; i++ {
-		require.NoError(t, c.WriteJSON(web.Envelope{V: 1, Event: eventPing, ID: strconv.Itoa(i)}))
+		require.NoError(t, c.WriteJSON(web.Envelope{V: 1, Event: EventPing, ID: strconv.Itoa(i)}))
 	}
 	limited := 0
 	for i := 0; i < 20 && limited == 0; i++ {
@@ -344,11 +344,11 @@ func TestAdmissionIsPushedThroughPubSub(t *testing.T) {
 			return s.mod.hub.(*hub.Hub).Subscribers(keysOf(s.keys, "ev").topic) == 1
 		}, "room subscribed")
 		start := time.Now()
-		_, ok := s.mod.Ticker().TickEvent(context.Background(), "ev")
+		_, ok := s.ticker.TickEvent(context.Background(), "ev")
 		require.True(t, ok)
 		env, a, err := readFrame(t, c, 5*time.Second)
 		require.NoError(t, err)
-		require.Equal(t, eventAdmitted, env.Event)
+		require.Equal(t, EventAdmitted, env.Event)
 		require.NotEmpty(t, a.Pass)
 		require.Less(t, time.Since(start), 2*time.Second)
 	})

@@ -382,7 +382,7 @@ func TestSeveralTickersOneTickPerPeriod(t *testing.T) {
 		stopped := make(chan struct{}, len(workers))
 		for _, w := range workers {
 			go func() {
-				_ = w.mod.RunTicker(ctx)
+				_ = w.ticker.Run(ctx)
 				stopped <- struct{}{}
 			}()
 		}

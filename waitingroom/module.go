@@ -21,112 +21,162 @@ import (
 	"math"
 	"time"
 
-	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/keyring"
+	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web"
 )
 
-// Deps are what the module is built from.
+// Deps are what the module is built from. It holds no store: each part
+// takes its stores from the host as it starts.
 type Deps struct {
-	Redis   redis.UniversalClient
-	Keys    store.Keyspace
-	Hub     Hub
-	Ring    *keyring.Ring // signs passes on the admit plane; verifies everywhere
-	Config  config.Waitingroom
-	Metrics prometheus.Registerer
-	Log     *slog.Logger
+	Config config.Waitingroom
+	Keys   store.Keyspace
+	// PassKeys loads the pass keys: the admit plane signs passes with them,
+	// the booking plane only verifies. Only the parts that need keys call it.
+	PassKeys func() (*keyring.Ring, error)
+	Metrics  prometheus.Registerer
+	Log      *slog.Logger
 }
 
-// Module is one process's waiting room: the admit plane's endpoints and the
-// worker's ticker share it.
+// Module is one process's waiting room. Its parts start one at a time and
+// share the line (the Redis side of every event's room).
 type Module struct {
 	cfg      config.Waitingroom
+	keys     store.Keyspace
+	passKeys func() (*keyring.Ring, error)
+	metrics  *metrics
+	log      *slog.Logger
+
 	line     *Line
 	hub      Hub
 	ring     *keyring.Ring
-	issuer   *Issuer // nil when the ring cannot sign
+	issuer   *Issuer // the admit plane's
 	verifier *Verifier
-	ticker   *Ticker
 	rooms    *rooms
-	metrics  *metrics
-	log      *slog.Logger
 	sockets  *web.Sockets
 }
 
-// New builds the module.
+// New builds the module; nothing runs until a part starts.
 func New(d Deps) (*Module, error) {
-	if d.Redis == nil || d.Hub == nil || d.Ring == nil || d.Metrics == nil || d.Log == nil {
-		return nil, errors.New("waitingroom: missing dependency")
+	if d.PassKeys == nil || d.Metrics == nil || d.Log == nil {
+		return nil, errors.New("waitingroom: pass keys, metrics and a logger are required")
 	}
 	met, err := newMetrics(d.Metrics)
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{
-		cfg:      d.Config,
-		line:     NewLine(d.Redis, d.Keys),
-		hub:      d.Hub,
-		ring:     d.Ring,
-		verifier: NewVerifier(d.Redis, d.Keys, d.Ring, d.Config.StoreTimeout),
-		metrics:  met,
-		log:      d.Log,
-	}
-	if d.Ring.CanSign() {
-		if m.issuer, err = NewIssuer(d.Ring, d.Config.PassTTL); err != nil {
-			return nil, err
-		}
-	}
-	m.ticker = newTicker(d.Redis, m.line, d.Hub, d.Config, met, d.Log)
+	m := &Module{cfg: d.Config, keys: d.Keys, passKeys: d.PassKeys, metrics: met, log: d.Log}
 	m.rooms = newRooms(m)
 	return m, nil
 }
 
-// Line is the module's store of waiting rooms.
-func (m *Module) Line() *Line { return m.line }
-
-// Verifier checks passes against live leases.
-func (m *Module) Verifier() *Verifier { return m.verifier }
-
-// Ticker is the worker's admission loop.
-func (m *Module) Ticker() *Ticker { return m.ticker }
-
-// RunTicker runs the admission ticks until ctx ends.
-func (m *Module) RunTicker(ctx context.Context) error { return m.ticker.Run(ctx) }
-
-// Routes are the admit plane's mounting points.
-type Routes struct {
-	Sockets       *web.Sockets
-	RequireUser   echo.MiddlewareFunc
-	RequireAPIKey echo.MiddlewareFunc
+// StartVerify readies the pass checks other modules call (Verify, Extend,
+// Release). It needs only the public keys.
+func (m *Module) StartVerify(ctx context.Context, h module.Host) error {
+	if err := m.open(ctx, h); err != nil {
+		return err
+	}
+	ring, err := m.keyring()
+	if err != nil {
+		return err
+	}
+	m.verifier = newVerifier(m.line, ring, m.cfg.StoreTimeout)
+	return nil
 }
 
-// Mount adds the admit plane's endpoints to g. It fails when this process
-// cannot sign passes.
-func (m *Module) Mount(g *echo.Group, r Routes) error {
-	if m.issuer == nil {
-		return errors.New("waitingroom: the admit plane needs a signing key (waitingroom.signing_key)")
+// StartLeases readies Extend and Release without pass keys: the expiry
+// worker ends the leases of expired holds but checks no pass.
+func (m *Module) StartLeases(ctx context.Context, h module.Host) error {
+	if err := m.open(ctx, h); err != nil {
+		return err
 	}
-	if r.Sockets == nil || r.RequireUser == nil || r.RequireAPIKey == nil {
-		return errors.New("waitingroom: missing route dependency")
+	if m.verifier == nil {
+		m.verifier = newVerifier(m.line, nil, m.cfg.StoreTimeout)
 	}
-	m.sockets = r.Sockets
-	h := &handlers{m: m}
-	g.GET("/v1/waitingroom/keys", h.keys)
-	user := g.Group("/v1/waitingroom/:event", h.requireEvent, r.RequireUser)
-	user.POST("/join", h.join)
-	user.GET("/status", h.status)
-	user.POST("/leave", h.leave)
-	user.GET("/ws", h.socket)
-	admin := g.Group("/v1/admin/waitingrooms/:event", h.requireEvent, r.RequireAPIKey)
-	admin.PUT("", h.putSettings)
-	admin.GET("", h.getRoom)
-	admin.DELETE("", h.deleteRoom)
 	return nil
+}
+
+// StartAdmit mounts join, status, leave, the socket, the public keys and
+// the admin API (admit role). It needs the signing key.
+func (m *Module) StartAdmit(ctx context.Context, h module.Host) error {
+	if err := m.open(ctx, h); err != nil {
+		return err
+	}
+	ring, err := m.keyring()
+	if err != nil {
+		return err
+	}
+	if m.issuer, err = NewIssuer(ring, m.cfg.PassTTL); err != nil {
+		return fmt.Errorf("the admit plane signs passes: %w", err)
+	}
+	if m.hub, err = h.Hub(ctx); err != nil {
+		return err
+	}
+	users, err := h.Users()
+	if err != nil {
+		return err
+	}
+	m.sockets = h.Sockets()
+	hd := &handlers{m: m}
+	g := h.Routes()
+	g.GET("/v1/waitingroom/keys", hd.keys)
+	user := g.Group("/v1/waitingroom/:event", hd.requireEvent, users.Middleware())
+	user.POST("/join", hd.join)
+	user.GET("/status", hd.status)
+	user.POST("/leave", hd.leave)
+	user.GET("/ws", hd.socket)
+	admin := g.Group("/v1/admin/waitingrooms/:event", hd.requireEvent, h.RequireAPIKey())
+	admin.PUT("", hd.putSettings)
+	admin.GET("", hd.getRoom)
+	admin.DELETE("", hd.deleteRoom)
+	return nil
+}
+
+// StartTicker runs the admission ticks (worker role). It signs nothing.
+func (m *Module) StartTicker(ctx context.Context, h module.Host) error {
+	if err := m.open(ctx, h); err != nil {
+		return err
+	}
+	hb, err := h.Hub(ctx)
+	if err != nil {
+		return err
+	}
+	rdb, err := h.Redis(ctx)
+	if err != nil {
+		return err
+	}
+	t := newTicker(rdb, m.line, hb, m.cfg, m.metrics, m.log)
+	h.Go("waitingroom.ticker", t.Run)
+	return nil
+}
+
+// open connects the line on the first part's Redis.
+func (m *Module) open(ctx context.Context, h module.Host) error {
+	if m.line != nil {
+		return nil
+	}
+	rdb, err := h.Redis(ctx)
+	if err != nil {
+		return err
+	}
+	m.line = NewLine(rdb, m.keys)
+	return nil
+}
+
+func (m *Module) keyring() (*keyring.Ring, error) {
+	if m.ring != nil {
+		return m.ring, nil
+	}
+	ring, err := m.passKeys()
+	if err != nil {
+		return nil, fmt.Errorf("waitingroom: pass keys: %w", err)
+	}
+	m.ring = ring
+	return ring, nil
 }
 
 // Answers of join, status and the socket.
@@ -210,5 +260,5 @@ func (m *Module) admittedFrame(event, user string, room Room, p Place, correlati
 	if err != nil {
 		return nil, fmt.Errorf("waitingroom: %w", err)
 	}
-	return web.EventFrame(eventAdmitted, a, correlationID), nil
+	return web.EventFrame(EventAdmitted, a, correlationID), nil
 }

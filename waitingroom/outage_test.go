@@ -76,7 +76,7 @@ func TestRedisDownFailsClosed(t *testing.T) {
 	code, _ := s.call(t, http.MethodGet, "/v1/waitingroom/ev/status", "a", nil, &a)
 	require.Equal(t, http.StatusOK, code)
 	require.NotEmpty(t, a.Pass)
-	v := s.mod.Verifier()
+	v := s.mod.verifier
 	require.NoError(t, v.Verify(ctx, a.Pass, "ev", "a"))
 	require.NoError(t, v.Release(ctx, "ev", "a")) // capacity is free: only the outage holds b back
 	code, _ = s.call(t, http.MethodPost, "/v1/waitingroom/ev/join", "a2", nil, nil)
@@ -119,8 +119,8 @@ func TestRedisDownFailsClosed(t *testing.T) {
 
 	// Workers keep ticking into the outage: every tick fails, nobody in.
 	for i := 0; i < 3; i++ {
-		s.mod.Ticker().Cycle(ctx)
-		_, ok := s.mod.Ticker().TickEvent(ctx, "ev")
+		s.ticker.Cycle(ctx)
+		_, ok := s.ticker.TickEvent(ctx, "ev")
 		require.False(t, ok)
 	}
 	require.Positive(t, counterValue(t, s.reg, "presenced_waitingroom_ticks_total", "result", "error"))

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/internal/keyring"
 	"github.com/presenced/presenced/store"
@@ -86,12 +85,12 @@ type Verifier struct {
 	parser  *jwt.Parser
 }
 
-// NewVerifier returns a verifier over the waiting rooms in rdb (under keys)
-// accepting passes signed by any key of ring. timeout bounds each Redis
-// call (0: only the caller's context).
-func NewVerifier(rdb redis.UniversalClient, keys store.Keyspace, ring *keyring.Ring, timeout time.Duration) *Verifier {
+// newVerifier returns a verifier over the waiting rooms of line accepting
+// passes signed by any key of ring. timeout bounds each Redis call (0: only
+// the caller's context).
+func newVerifier(line *Line, ring *keyring.Ring, timeout time.Duration) *Verifier {
 	return &Verifier{
-		line:    NewLine(rdb, keys),
+		line:    line,
 		ring:    ring,
 		timeout: timeout,
 		// EdDSA only: "none", HMAC keyed with a public key and every other
@@ -104,6 +103,9 @@ func NewVerifier(rdb redis.UniversalClient, keys store.Keyspace, ring *keyring.R
 // names user and event, has not expired, and user holds a live lease for
 // event. Errors wrap ErrNotAdmitted or ErrUnavailable.
 func (v *Verifier) Verify(ctx context.Context, pass, event, user string) error {
+	if v.ring == nil {
+		return fmt.Errorf("%w: this process holds no pass keys", ErrUnavailable)
+	}
 	if event == "" || user == "" || !ValidEvent(event) {
 		return fmt.Errorf("%w: no such event or user", ErrNotAdmitted)
 	}

@@ -40,7 +40,7 @@ func TestPassRefusals(t *testing.T) {
 		_, verify, _ := strings.Cut(publicString(t, b.ring, "k1"), "|")
 		ring, err := keyring.Parse("", []string{verify})
 		require.NoError(t, err)
-		v := NewVerifier(rdb, b.keys, ring, time.Second)
+		v := newVerifier(NewLine(rdb, b.keys), ring, time.Second)
 		issuer := b.mod.issuer
 
 		good, passExp, err := issuer.Issue("ev", "alice", exp, time.Now())
@@ -152,7 +152,7 @@ func TestPassKeyRotation(t *testing.T) {
 	require.NoError(t, err)
 	newPass, _, err := b.mod.issuer.Issue("ev", "u", exp, time.Now())
 	require.NoError(t, err)
-	v := b.mod.Verifier()
+	v := b.mod.verifier
 	require.NoError(t, v.Verify(context.Background(), oldPass, "ev", "u"))
 	require.NoError(t, v.Verify(context.Background(), newPass, "ev", "u"))
 	keys := rotated.JWKS()["keys"].([]map[string]string)
@@ -161,7 +161,7 @@ func TestPassKeyRotation(t *testing.T) {
 	// After the old key is dropped its passes stop verifying.
 	current, err := keyring.Parse(newSigning, nil)
 	require.NoError(t, err)
-	v2 := NewVerifier(rdb, b.keys, current, time.Second)
+	v2 := newVerifier(NewLine(rdb, b.keys), current, time.Second)
 	require.ErrorIs(t, v2.Verify(context.Background(), oldPass, "ev", "u"), ErrNotAdmitted)
 	require.NoError(t, v2.Verify(context.Background(), newPass, "ev", "u"))
 }

@@ -203,9 +203,9 @@ func (r *room) refresh(all bool) {
 		room, places, err := m.line.Places(ctx, r.event, chunk)
 		cancel()
 		if errors.Is(err, ErrNoRoom) {
-			frame := web.ErrorFrame(codeNoRoom, "this event has no waiting room any more", "")
+			frame := web.ErrorFrame(CodeNoRoom, "this event has no waiting room any more", "")
 			for _, u := range chunk {
-				r.each(u, func(w *waiter) { w.conn.SendAndClose(frame, websocket.CloseNormalClosure, codeNoRoom) })
+				r.each(u, func(w *waiter) { w.conn.SendAndClose(frame, websocket.CloseNormalClosure, CodeNoRoom) })
 			}
 			continue
 		}
@@ -244,8 +244,8 @@ func (r *room) tell(user string, room Room, p Place, periodic bool) {
 		}
 		r.each(user, func(w *waiter) { w.conn.SendAndClose(frame, websocket.CloseNormalClosure, "admitted") })
 	case StateAbsent:
-		frame := web.ErrorFrame(codeNotInLine, "you are no longer in line; join again", "")
-		r.each(user, func(w *waiter) { w.conn.SendAndClose(frame, websocket.CloseNormalClosure, codeNotInLine) })
+		frame := web.ErrorFrame(CodeNotInLine, "you are no longer in line; join again", "")
+		r.each(user, func(w *waiter) { w.conn.SendAndClose(frame, websocket.CloseNormalClosure, CodeNotInLine) })
 	default:
 		ans := m.queuedAnswer(room, p)
 		var frame []byte
@@ -256,7 +256,7 @@ func (r *room) tell(user string, room Room, p Place, periodic bool) {
 				return
 			}
 			if frame == nil {
-				frame = web.EventFrame(eventPosition, ans, "")
+				frame = web.EventFrame(EventPosition, ans, "")
 			}
 			w.conn.Send(frame)
 			w.lastRank, w.lastSent = p.Rank, now

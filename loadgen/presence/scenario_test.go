@@ -1,4 +1,4 @@
-package presence_test
+package presence
 
 import (
 	"bytes"
@@ -10,24 +10,37 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
+	"github.com/presenced/presenced/app/apptest"
+	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/loadgen"
-	"github.com/presenced/presenced/presence"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // The load scenario end to end, small: connections, subscriptions, changes
 // with their latency, a storm, and the false-online query.
 func TestLoadScenario(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, testConfig(t))
-	sc := presence.NewLoad()
+	cfg := apptest.Config(t)
+	cfg.Roles = []string{"presence", "worker"}
+	p := &cfg.Presence
+	p.PingInterval = 5 * time.Second
+	p.MissBudget = 2
+	p.Grace = 600 * time.Millisecond
+	p.SchedulerInterval = 50 * time.Millisecond
+	p.StreamPoll = 10 * time.Millisecond
+	p.CoalesceTick = 20 * time.Millisecond
+	srv := apptest.Start(t, cfg)
+	sc := NewLoad()
 	fs := pflag.NewFlagSet("presence", pflag.ContinueOnError)
 	sc.Flags(fs)
 	require.NoError(t, fs.Parse([]string{
 		"--users", "30", "--follow", "3", "--changes", "50", "--steady", "1s", "--settle", "100ms",
-		"--storm", "20", "--storm-window", "3s", "--jwt-secret", testSecret, "--api-key", testAPIKey,
+		"--storm", "20", "--storm-window", "3s",
+		"--jwt-secret", srv.App.Config.Auth.JWTSecret, "--api-key", srv.App.Config.Auth.APIKey,
 		"--user-prefix", "lt" + strings.ReplaceAll(t.Name(), "/", "_"),
 	}))
-	o := loadgen.Options{Target: s.base, Concurrency: 1, Duration: 5 * time.Second, Timeout: 5 * time.Second}
+	o := loadgen.Options{Target: srv.URL, Concurrency: 1, Duration: 5 * time.Second, Timeout: 5 * time.Second}
 	sum, err := loadgen.Execute(context.Background(), sc, o, nil)
 	require.NoError(t, err)
 	var out bytes.Buffer

@@ -24,6 +24,7 @@ import (
 
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/loadgen"
+	"github.com/presenced/presenced/presence"
 )
 
 // Load is the `presenced loadgen presence` scenario: N users, one
@@ -304,9 +305,9 @@ type loadFrame struct {
 	Event         string `json:"event"`
 	CorrelationID string `json:"correlationId"`
 	Payload       struct {
-		Users  []Status `json:"users"`
-		Resync bool     `json:"resync"`
-		Code   string   `json:"code"`
+		Users  []presence.Status `json:"users"`
+		Resync bool              `json:"resync"`
+		Code   string            `json:"code"`
 	} `json:"payload"`
 }
 
@@ -333,14 +334,14 @@ func (run *loadRun) read(c *loadConn) {
 		}
 		now := time.Now()
 		switch {
-		case f.Event == evError:
+		case f.Event == presence.EventError:
 			run.r.Record(0, loadgen.Errorf("error_"+f.Payload.Code, "server error"))
 		case f.CorrelationID == "s":
 			select {
 			case c.acked <- struct{}{}:
 			default:
 			}
-		case f.Event == evPresenceUpdated && f.CorrelationID == "" && !f.Payload.Resync:
+		case f.Event == presence.EventPresenceUpdated && f.CorrelationID == "" && !f.Payload.Resync:
 			for _, st := range f.Payload.Users {
 				run.observe(st, now)
 			}
@@ -348,9 +349,9 @@ func (run *loadRun) read(c *loadConn) {
 	}
 }
 
-func (run *loadRun) observe(st Status, now time.Time) {
+func (run *loadRun) observe(st presence.Status, now time.Time) {
 	switch st.Status {
-	case StatusOffline:
+	case presence.StatusOffline:
 		if v, ok := run.killed.Load(st.User); ok {
 			run.offMu.Lock()
 			if !run.offSeen[st.User] {
@@ -380,7 +381,7 @@ func (run *loadRun) subscribeAll(ctx context.Context) error {
 		for k := range ids {
 			ids[k] = run.userID(c.idx + 1 + k)
 		}
-		if err := c.send(evSubscriptionsSet, subscriptionsPayload{Users: ids}, "s"); err != nil {
+		if err := c.send(presence.EventSubscriptionsSet, presence.SubscriptionsPayload{Users: ids}, "s"); err != nil {
 			failed.Add(1)
 			continue
 		}
@@ -423,7 +424,7 @@ func (run *loadRun) steady(ctx context.Context) {
 		if !c.manual {
 			st = "away"
 		}
-		if err := c.send(evPresenceUpdate, map[string]any{"status": st}, ""); err == nil {
+		if err := c.send(presence.EventPresenceUpdate, map[string]any{"status": st}, ""); err == nil {
 			run.sent.Add(1)
 		}
 	}
@@ -484,14 +485,14 @@ func (run *loadRun) countOnline(ctx context.Context, gw string, users []string) 
 		if err != nil {
 			return 0, err
 		}
-		var out updatedPayload
+		var out presence.UpdatedPayload
 		err = json.NewDecoder(resp.Body).Decode(&out)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusOK {
 			return 0, fmt.Errorf("query: status %d: %v", resp.StatusCode, err)
 		}
 		for _, st := range out.Users {
-			if st.Status != StatusOffline {
+			if st.Status != presence.StatusOffline {
 				online++
 			}
 		}
@@ -518,7 +519,7 @@ func (run *loadRun) pinger(ctx context.Context) {
 			c := run.conns[i%len(run.conns)]
 			i++
 			if !c.dead.Load() {
-				_ = c.send(evSessionPing, nil, "")
+				_ = c.send(presence.EventSessionPing, nil, "")
 			}
 		}
 	}
@@ -547,7 +548,7 @@ func (run *loadRun) closeAll() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			if run.l.disconnectAtClose {
-				_ = c.send(evSessionDisconnect, nil, "")
+				_ = c.send(presence.EventSessionDisconnect, nil, "")
 			}
 			c.wmu.Lock()
 			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/pflag"
 
+	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/loadgen"
 	"github.com/presenced/presenced/store"
@@ -121,12 +122,12 @@ type bookingRun struct {
 }
 
 func (run *bookingRun) createEvent(ctx context.Context) (string, []int64, error) {
-	secs, err := ParseSections(run.s.sections)
+	secs, err := booking.ParseSections(run.s.sections)
 	if err != nil {
 		return "", nil, err
 	}
 	event := fmt.Sprintf("loadgen-%d", time.Now().UnixNano())
-	spec := EventSpec{ID: event, Currency: "EUR", StartsAt: time.Now().Add(60 * 24 * time.Hour), Sections: secs}
+	spec := booking.EventSpec{ID: event, Currency: "EUR", StartsAt: time.Now().Add(60 * 24 * time.Hour), Sections: secs}
 	if err := run.call(ctx, http.MethodPost, "/v1/admin/events", run.admin(), spec, nil, http.StatusCreated); err != nil {
 		return "", nil, fmt.Errorf("create event: %w", err)
 	}
@@ -134,7 +135,7 @@ func (run *bookingRun) createEvent(ctx context.Context) (string, []int64, error)
 	if err := run.call(ctx, http.MethodPut, "/v1/admin/waitingrooms/"+event, run.admin(), room, nil, http.StatusCreated); err != nil {
 		return "", nil, fmt.Errorf("create waiting room: %w", err)
 	}
-	var m SeatMapView
+	var m booking.SeatMapView
 	if err := run.call(ctx, http.MethodGet, "/v1/events/"+event+"/seats", nil, nil, &m, http.StatusOK); err != nil {
 		return "", nil, fmt.Errorf("read seat map: %w", err)
 	}
@@ -221,8 +222,8 @@ func (run *bookingRun) hold(ctx context.Context, event string, b buyer, key stri
 		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+b.token)
-	req.Header.Set(HeaderAdmissionPass, b.pass)
-	req.Header.Set(HeaderIdempotencyKey, key)
+	req.Header.Set(booking.HeaderAdmissionPass, b.pass)
+	req.Header.Set(booking.HeaderIdempotencyKey, key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := run.r.Client.Do(req)
 	if err != nil {

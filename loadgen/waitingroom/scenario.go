@@ -23,6 +23,7 @@ import (
 
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/loadgen"
+	"github.com/presenced/presenced/waitingroom"
 	"github.com/presenced/presenced/web"
 )
 
@@ -113,7 +114,7 @@ func (s *LoadScenario) Run(ctx context.Context, r *loadgen.Runner) error {
 		dialer: &websocket.Dialer{HandshakeTimeout: r.Options.Timeout}}
 	r.Label("joins")
 	settings := map[string]any{
-		"capacity": s.capacity, "batch": s.batch, "leaseSeconds": int(s.lease / time.Second), "mode": ModeFIFO,
+		"capacity": s.capacity, "batch": s.batch, "leaseSeconds": int(s.lease / time.Second), "mode": waitingroom.ModeFIFO,
 		"heartbeatTimeoutSeconds": int(s.heartbeatTimeout / time.Second), "paused": s.hold, "openAt": nil,
 	}
 	if err := run.admin(ctx, http.MethodPut, settings, nil); err != nil {
@@ -145,7 +146,7 @@ func (s *LoadScenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	}
 	joins.Wait()
 	if s.hold && ctx.Err() == nil {
-		var view roomView
+		var view waitingroom.RoomView
 		if err := run.admin(ctx, http.MethodGet, nil, &view); err == nil {
 			if view.Stats.MemoryBytes != nil && view.Stats.Queued > 0 {
 				r.AddFigure("redis bytes per queued user", "%.0f (%d queued, MEMORY USAGE of line and heartbeats)",
@@ -201,7 +202,7 @@ func (run *loadRun) monitor(ctx context.Context) func() (int, int) {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
-			var view roomView
+			var view waitingroom.RoomView
 			mctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			if run.admin(mctx, http.MethodGet, nil, &view) == nil {
 				capacity.Store(int64(view.Settings.Capacity))
@@ -320,7 +321,7 @@ func (run *loadRun) hold(ctx context.Context, u *loadUser, tok string, leaveAt <
 			if !ok {
 				return false
 			}
-			if env.Event != eventAdmitted {
+			if env.Event != waitingroom.EventAdmitted {
 				continue
 			}
 			u.admittedAt = time.Now()

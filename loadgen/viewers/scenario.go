@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/presenced/presenced/loadgen"
+	"github.com/presenced/presenced/viewers"
 )
 
 // Load is the `presenced loadgen viewers` scenario: N simulated viewers
@@ -222,8 +223,8 @@ func (l *Load) readCounts(ctx context.Context, r *loadgen.Runner, base string, h
 	}
 }
 
-func (l *Load) getCount(ctx context.Context, c *http.Client, base, hotel string) (countJSON, error) {
-	var out countJSON
+func (l *Load) getCount(ctx context.Context, c *http.Client, base, hotel string) (viewers.Count, error) {
+	var out viewers.Count
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/viewers/"+hotel+"/count", nil)
 	if err != nil {
 		return out, err

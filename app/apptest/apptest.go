@@ -1,0 +1,72 @@
+// Package apptest runs real presenced processes in tests: the roles a test
+// chooses, over the test stores of internal/testenv, serving on a loopback
+// port until the test ends.
+package apptest
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/app"
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/testenv"
+)
+
+// Config is the default configuration over the test stores: a fresh data
+// folder, a key prefix of the test's own, development secrets.
+func Config(t testing.TB) config.Config {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.DataDir = t.TempDir()
+	cfg.Redis.URL = testenv.RedisURL(t)
+	cfg.Redis.Prefix = testenv.Prefix(t)
+	cfg.Postgres.URL = testenv.PostgresURL(t)
+	cfg.HTTP.ShutdownTimeout = 5 * time.Second
+	return cfg
+}
+
+// Server is one running process.
+type Server struct {
+	App *app.App
+	// URL is http://host:port.
+	URL string
+
+	stop func()
+}
+
+// Start starts a process of cfg and serves it until the test ends or Stop.
+func Start(t testing.TB, cfg config.Config) *Server {
+	t.Helper()
+	a, err := app.New(cfg, testenv.Logger())
+	require.NoError(t, err)
+	require.NoError(t, a.Start(context.Background()))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, ln) }()
+	var once sync.Once
+	s := &Server{App: a, URL: "http://" + ln.Addr().String()}
+	s.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(20 * time.Second):
+				t.Error("server did not stop")
+			}
+		})
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// Stop shuts the process down as SIGTERM would and waits for it.
+func (s *Server) Stop() { s.stop() }

@@ -1,0 +1,40 @@
+package app
+
+import (
+	"context"
+
+	"github.com/presenced/presenced/internal/module"
+	"github.com/presenced/presenced/internal/outbox"
+	"github.com/presenced/presenced/store"
+)
+
+// startOutboxRelay runs the relay of committed outbox events to the event
+// stream, with the derived effects each module registers for its own kinds.
+func startOutboxRelay(ctx context.Context, a *App, h module.Host) error {
+	pool, err := h.Postgres(ctx, store.PoolMain)
+	if err != nil {
+		return err
+	}
+	rdb, err := h.Redis(ctx)
+	if err != nil {
+		return err
+	}
+	c := a.Config.Outbox
+	relay, err := outbox.NewRelay(outbox.RelayConfig{
+		Pool: pool, Redis: rdb, Stream: a.Keys.Global("outbox").Key("events"), StreamMaxLen: c.StreamMaxLen,
+		Batch: c.Batch, PollInterval: c.PollInterval, Retention: c.Retention,
+		Registerer: a.Metrics, Log: a.Log.With("module", "outbox"),
+	})
+	if err != nil {
+		return err
+	}
+	b, err := a.booking()
+	if err != nil {
+		return err
+	}
+	if err := b.RegisterEffects(ctx, h, relay); err != nil {
+		return err
+	}
+	h.Go("outbox.relay", relay.Run)
+	return nil
+}

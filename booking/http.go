@@ -1,0 +1,158 @@
+package booking
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/web"
+)
+
+// Header names of the hold endpoint.
+const (
+	HeaderAdmissionPass  = "X-Admission-Pass"
+	HeaderIdempotencyKey = "Idempotency-Key"
+)
+
+// Routes mounts the booking plane. users authenticates buyers; admin guards
+// the server-to-server endpoints.
+func (h *Holds) Routes(g *echo.Group, users, admin echo.MiddlewareFunc) {
+	g.POST("/v1/events/:event/holds", h.postHold, users)
+	g.GET("/v1/reservations/:id", h.getReservation, users)
+	g.DELETE("/v1/reservations/:id", h.cancelReservation, users)
+	g.POST("/v1/admin/events", h.postEvent, admin)
+	g.POST("/v1/admin/events/:event/promotions", h.postPromotion, admin)
+}
+
+type holdBody struct {
+	Seats     []int64 `json:"seats"`
+	PromoCode string  `json:"promoCode,omitempty"`
+}
+
+func (h *Holds) postHold(c echo.Context) error {
+	status := http.StatusInternalServerError
+	timer := h.m.holdDuration
+	defer func() { h.m.holdOutcomes.WithLabelValues(strconv.Itoa(status)).Inc() }()
+	start := nowFunc()
+	defer func() { timer.Observe(nowFunc().Sub(start).Seconds()) }()
+
+	var body holdBody
+	if err := decodeStrict(c, &body); err != nil {
+		status = http.StatusBadRequest
+		return err
+	}
+	res, err := h.Hold(c.Request().Context(), HoldInput{
+		User:      auth.UserID(c),
+		Event:     c.Param("event"),
+		Pass:      c.Request().Header.Get(HeaderAdmissionPass),
+		Key:       c.Request().Header.Get(HeaderIdempotencyKey),
+		Seats:     body.Seats,
+		PromoCode: body.PromoCode,
+	})
+	if err != nil {
+		var apiErr *web.Error
+		if errors.As(err, &apiErr) {
+			status = apiErr.Status
+		}
+		return err
+	}
+	status = res.Status
+	if res.Replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	return c.JSONBlob(res.Status, res.Body)
+}
+
+func (h *Holds) getReservation(c echo.Context) error {
+	id, err := reservationID(c)
+	if err != nil {
+		return err
+	}
+	res, err := loadReservation(c.Request().Context(), h.db, id, auth.UserID(c))
+	if errors.Is(err, errNoReservation) {
+		return web.Errorf(http.StatusNotFound, "not_found", "no such reservation")
+	}
+	if err != nil {
+		return storeError("read reservation", err)
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+func (h *Holds) cancelReservation(c echo.Context) error {
+	id, err := reservationID(c)
+	if err != nil {
+		return err
+	}
+	res, err := h.Cancel(c.Request().Context(), id, auth.UserID(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+func reservationID(c echo.Context) (string, error) {
+	id := c.Param("id")
+	if _, err := uuid.Parse(id); err != nil {
+		return "", web.Errorf(http.StatusNotFound, "not_found", "no such reservation")
+	}
+	return strings.ToLower(id), nil
+}
+
+func (h *Holds) postEvent(c echo.Context) error {
+	var spec EventSpec
+	if err := decodeStrict(c, &spec); err != nil {
+		return err
+	}
+	sum, err := CreateEvent(c.Request().Context(), h.db, spec)
+	switch {
+	case errors.Is(err, ErrEventExists):
+		return web.Errorf(http.StatusConflict, "event_exists", "an event with this id exists")
+	case err != nil && strings.HasPrefix(err.Error(), "invalid event"):
+		return web.Errorf(http.StatusUnprocessableEntity, "invalid_event", "%s", err.Error())
+	case err != nil:
+		return err
+	}
+	return c.JSON(http.StatusCreated, sum)
+}
+
+func (h *Holds) postPromotion(c echo.Context) error {
+	var spec PromotionSpec
+	if err := decodeStrict(c, &spec); err != nil {
+		return err
+	}
+	err := CreatePromotion(c.Request().Context(), h.db, c.Param("event"), spec)
+	switch {
+	case errors.Is(err, ErrNoEvent):
+		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+	case errors.Is(err, ErrEventExists):
+		return web.Errorf(http.StatusConflict, "promotion_exists", "this promotion code exists")
+	case err != nil && strings.HasPrefix(err.Error(), "invalid promotion"):
+		return web.Errorf(http.StatusUnprocessableEntity, "invalid_promotion", "%s", err.Error())
+	case err != nil:
+		return err
+	}
+	return c.JSON(http.StatusCreated, spec)
+}
+
+// decodeStrict reads one JSON object, refusing unknown fields.
+func decodeStrict(c echo.Context, v any) error {
+	dec := json.NewDecoder(c.Request().Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *echo.HTTPError
+		if errors.As(err, &tooBig) {
+			return tooBig // the body limit cut the read short
+		}
+		return web.BadRequest("the body is not valid JSON for this request: %v", err)
+	}
+	if dec.More() {
+		return web.BadRequest("the body holds more than one JSON value")
+	}
+	return nil
+}

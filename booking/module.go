@@ -1,0 +1,132 @@
+package booking
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/module"
+	"github.com/presenced/presenced/store"
+)
+
+// Deps are what the module is built from. It holds no store: each part
+// takes its stores from the host as it starts.
+type Deps struct {
+	Config config.Booking
+	Keys   store.Keyspace
+	// Admission checks buyers' passes (the waiting room, through the app).
+	Admission Admission
+	Metrics   prometheus.Registerer
+	Log       *slog.Logger
+}
+
+// Module is one process's booking module. Its parts start one at a time;
+// the booking plane and the expiry worker share the write side, the browse
+// plane's parts share the seat map.
+type Module struct {
+	cfg       config.Booking
+	keys      store.Keyspace
+	admission Admission
+	m         *Metrics
+	log       *slog.Logger
+
+	holds   *Holds
+	seatMap *SeatMap
+}
+
+// New builds the module; nothing runs until a part starts.
+func New(d Deps) (*Module, error) {
+	if d.Admission == nil || d.Metrics == nil || d.Log == nil {
+		return nil, errors.New("booking: an admission checker, metrics and a logger are required")
+	}
+	m, err := NewMetrics(d.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	return &Module{cfg: d.Config, keys: d.Keys, admission: d.Admission, m: m, log: d.Log}, nil
+}
+
+// StartHolds mounts holds, reservations and event administration (booking
+// role).
+func (m *Module) StartHolds(ctx context.Context, h module.Host) error {
+	holds, err := m.openHolds(ctx, h)
+	if err != nil {
+		return err
+	}
+	users, err := h.Users()
+	if err != nil {
+		return err
+	}
+	holds.Routes(h.Routes(), users.Middleware(), h.RequireAPIKey())
+	return nil
+}
+
+// StartExpiry runs the reclaiming of expired holds (worker role).
+func (m *Module) StartExpiry(ctx context.Context, h module.Host) error {
+	holds, err := m.openHolds(ctx, h)
+	if err != nil {
+		return err
+	}
+	h.Go("booking.expiry", (&Expirer{h: holds}).Run)
+	return nil
+}
+
+// StartSeatMap mounts the seat maps (browse role, read-only login).
+func (m *Module) StartSeatMap(ctx context.Context, h module.Host) error {
+	sm, err := m.openSeatMap(ctx, h)
+	if err != nil {
+		return err
+	}
+	sm.RoutesSeats(h.Routes())
+	return nil
+}
+
+// StartLive mounts the live seat invalidations (browse role).
+func (m *Module) StartLive(ctx context.Context, h module.Host) error {
+	sm, err := m.openSeatMap(ctx, h)
+	if err != nil {
+		return err
+	}
+	hb, err := h.Hub(ctx)
+	if err != nil {
+		return err
+	}
+	sm.RoutesLive(h.Routes(), hb, h.Sockets())
+	return nil
+}
+
+func (m *Module) openHolds(ctx context.Context, h module.Host) (*Holds, error) {
+	if m.holds != nil {
+		return m.holds, nil
+	}
+	db, err := h.Postgres(ctx, store.PoolMain)
+	if err != nil {
+		return nil, err
+	}
+	rdb, err := h.Redis(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.holds, err = NewHolds(HoldsDeps{DB: db, Redis: rdb, Keys: m.keys, Admission: m.admission,
+		Config: m.cfg, Metrics: m.m, Log: m.log})
+	return m.holds, err
+}
+
+func (m *Module) openSeatMap(ctx context.Context, h module.Host) (*SeatMap, error) {
+	if m.seatMap != nil {
+		return m.seatMap, nil
+	}
+	ro, err := h.Postgres(ctx, store.PoolReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	rdb, err := h.Redis(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.seatMap, err = NewSeatMap(SeatMapDeps{ReadOnly: ro, Redis: rdb, Keys: m.keys, Config: m.cfg, Metrics: m.m, Log: m.log})
+	return m.seatMap, err
+}

@@ -1,0 +1,104 @@
+package presence
+
+import "encoding/json"
+
+// The wire protocol a client sees over /v1/presence/ws and the read API:
+// events, payloads, error and close codes. Clients and the load generator
+// use these; nothing else in the package is for them.
+
+// Automatic statuses; manual ones come from presence.manual_statuses.
+const (
+	StatusOnline  = "online"
+	StatusIdle    = "idle"
+	StatusOffline = "offline"
+)
+
+// Status is what a follower sees of a user.
+type Status struct {
+	User   string `json:"user"`
+	Status string `json:"status"`
+	// Since is when the status last changed (Unix ms); 0 for a user never seen.
+	Since int64 `json:"since,omitempty"`
+	// LastActiveAt is the last reported interaction (Unix ms), rounded down
+	// to presence.last_active_granularity.
+	LastActiveAt int64 `json:"lastActiveAt,omitempty"`
+	// V grows by one with each change of this user's status.
+	V int64 `json:"v"`
+	// TS is when the change was published (Unix ms, server clock); it feeds
+	// the publish-to-push latency and is not sent to clients.
+	TS int64 `json:"ts,omitempty"`
+}
+
+// Protocol events.
+const (
+	EventPresenceUpdate         = "presence:update"
+	EventSubscriptionsSet       = "subscriptions:set"
+	EventSubscriptionsAdd       = "subscriptions:add"
+	EventSubscriptionsRemove    = "subscriptions:remove"
+	EventSessionPing            = "session:ping"
+	EventSessionDisconnect      = "session:disconnect"
+	EventNotificationsSubscribe = "notifications:subscribe"
+
+	EventPresenceUpdated      = "presence:updated"
+	EventNotificationReceived = "notifications:received"
+	EventError                = "error"
+)
+
+// Error codes of the presence protocol beyond the shared web.Code* ones.
+const (
+	CodeMessageTooLarge   = "message_too_large"
+	CodeInvalidStatus     = "invalid_status"
+	CodeInvalidTransition = "invalid_transition"
+	CodeUnauthorized      = "unauthorized"
+)
+
+// Close codes of the presence gateway.
+const (
+	// CloseSessionEnded: the session of this connection is over (expired or
+	// disconnected); reconnect to come back online.
+	CloseSessionEnded = 4009
+)
+
+// Client payloads.
+
+type UpdatePayload struct {
+	// Status is a manual status, "online"/"idle" (back to automatic, this
+	// device active / inactive), or null (clear the manual status).
+	Status json.RawMessage `json:"status"`
+	// Active reports whether the user is interacting with this device.
+	Active *bool `json:"active"`
+}
+
+type SubscriptionsPayload struct {
+	Users []string `json:"users"`
+}
+
+type PingPayload struct {
+	// IdleMs is the time since the last interaction on this device.
+	IdleMs *int64 `json:"idleMs"`
+	Active *bool  `json:"active"`
+}
+
+type NotifyPayload struct {
+	User string `json:"user"`
+	On   string `json:"on"`
+}
+
+// Server payloads.
+
+type UpdatedPayload struct {
+	Users  []Status `json:"users"`
+	Resync bool     `json:"resync,omitempty"`
+}
+
+type NotificationPayload struct {
+	User   string `json:"user"`
+	On     string `json:"on"`
+	Status Status `json:"status"`
+}
+
+type ErrorPayload struct {
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Users   []string `json:"users,omitempty"`
+}
