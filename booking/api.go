@@ -33,22 +33,6 @@ var (
 	ErrAdmissionUnavailable = errors.New("admission check unavailable")
 )
 
-// Seat states.
-const (
-	SeatAvailable = "AVAILABLE"
-	SeatHeld      = "HELD"
-	SeatSold      = "SOLD"
-	SeatBlocked   = "BLOCKED"
-)
-
-// Reservation states.
-const (
-	StatusPending   = "PENDING_PAYMENT"
-	StatusPaid      = "PAID"
-	StatusExpired   = "EXPIRED"
-	StatusCancelled = "CANCELLED"
-)
-
 // KindInventoryChanged is the outbox event of a section whose seats changed.
 const KindInventoryChanged = "inventory.changed"
 
@@ -70,7 +54,7 @@ func (m *Module) RegisterEffects(ctx context.Context, h module.Host, r *outbox.R
 	if err != nil {
 		return err
 	}
-	r.Handle(KindInventoryChanged, NewInvalidator(rdb, hb, m.keys).Handle)
+	r.Handle(KindInventoryChanged, newInvalidator(rdb, hb, m.keys).Handle)
 	return nil
 }
 

@@ -28,7 +28,7 @@ func BenchmarkHoldUncontended(b *testing.B) {
 			i := next.Add(1) - 1
 			ev, seat := events[i/perEvent], seats[i/perEvent][i%perEvent]
 			user := fmt.Sprintf("%sbench%d", bb.run, i)
-			_, err := bb.holds.Hold(ctx, HoldInput{User: user, Event: ev, Pass: bb.desk.admit(ev, user), Key: "k", Seats: []int64{seat}})
+			_, err := bb.holds.Hold(ctx, holdInput{User: user, Event: ev, Pass: bb.desk.admit(ev, user), Key: "k", Seats: []int64{seat}})
 			if err != nil {
 				b.Error(err)
 				return

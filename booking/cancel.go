@@ -14,7 +14,7 @@ var nowFunc = time.Now
 // Cancel ends a pending reservation of user: seats, promotion use and
 // admission lease are released. Cancelling a cancelled reservation answers
 // its current state.
-func (h *Holds) Cancel(ctx context.Context, id, user string) (*Reservation, error) {
+func (h *holdsPlane) Cancel(ctx context.Context, id, user string) (*Reservation, error) {
 	tx, err := h.db.Begin(ctx)
 	if err != nil {
 		return nil, storeError("begin cancel", err)

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// MaxSeatsPerEvent bounds one venue.
-const MaxSeatsPerEvent = 200_000
+// maxSeatsPerEvent bounds one venue.
+const maxSeatsPerEvent = 200_000
 
 // EventSpec describes an event to create: its sale window and its venue.
 type EventSpec struct {
@@ -40,7 +40,7 @@ type SectionSpec struct {
 // Validate checks a spec, filling defaults (hold minutes, names).
 func (s *EventSpec) Validate() error {
 	var errs []string
-	if !ValidEventID(s.ID) {
+	if !validEventID(s.ID) {
 		errs = append(errs, "id: 1-64 letters, digits, '.', '_' or '-'")
 	}
 	if s.Name == "" {
@@ -87,8 +87,8 @@ func (s *EventSpec) Validate() error {
 		}
 		total += sec.Rows * sec.SeatsPerRow
 	}
-	if total > MaxSeatsPerEvent {
-		errs = append(errs, fmt.Sprintf("%d seats exceed the limit of %d per event", total, MaxSeatsPerEvent))
+	if total > maxSeatsPerEvent {
+		errs = append(errs, fmt.Sprintf("%d seats exceed the limit of %d per event", total, maxSeatsPerEvent))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid event: %s", strings.Join(errs, "; "))
@@ -207,7 +207,7 @@ INSERT INTO promotions (event_id, code, discount_bps, max_uses, valid_until) VAL
 		case "23505":
 			return fmt.Errorf("promotion %s already exists: %w", p.Code, ErrEventExists)
 		case "23503":
-			return ErrNoEvent
+			return errNoEvent
 		}
 	}
 	if err != nil {
@@ -216,5 +216,5 @@ INSERT INTO promotions (event_id, code, discount_bps, max_uses, valid_until) VAL
 	return nil
 }
 
-// ErrNoEvent is returned for an unknown event.
-var ErrNoEvent = errors.New("no such event")
+// errNoEvent is returned for an unknown event.
+var errNoEvent = errors.New("no such event")

@@ -9,25 +9,25 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Expirer returns unpaid holds to inventory. Several workers may run it:
+// expirer returns unpaid holds to inventory. Several workers may run it:
 // each claims a different batch with FOR UPDATE SKIP LOCKED, and a row a
 // payment or a cancel is holding is skipped, not waited on.
-type Expirer struct {
-	h *Holds
+type expirer struct {
+	h *holdsPlane
 }
 
-// NewExpirer builds the expiry worker over the same dependencies as Holds.
-func NewExpirer(d HoldsDeps) (*Expirer, error) {
-	h, err := NewHolds(d)
+// newExpirer builds the expiry worker over the same dependencies as Holds.
+func newExpirer(d holdsDeps) (*expirer, error) {
+	h, err := newHolds(d)
 	if err != nil {
 		return nil, err
 	}
-	return &Expirer{h: h}, nil
+	return &expirer{h: h}, nil
 }
 
 // Run reclaims expired holds every expiry_interval and deletes stored
 // idempotent responses past their time, until ctx ends.
-func (e *Expirer) Run(ctx context.Context) error {
+func (e *expirer) Run(ctx context.Context) error {
 	t := time.NewTicker(e.h.cfg.ExpiryInterval)
 	defer t.Stop()
 	lastReap := time.Time{}
@@ -69,7 +69,7 @@ FOR UPDATE SKIP LOCKED
 LIMIT $1`
 
 // ExpireOnce reclaims one batch and returns how many holds it ended.
-func (e *Expirer) ExpireOnce(ctx context.Context) (int, error) {
+func (e *expirer) ExpireOnce(ctx context.Context) (int, error) {
 	tx, err := e.h.db.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("expire: %w", err)
@@ -107,7 +107,7 @@ func (e *Expirer) ExpireOnce(ctx context.Context) (int, error) {
 	return len(ids), nil
 }
 
-func (e *Expirer) reapIdempotency(ctx context.Context) error {
+func (e *expirer) reapIdempotency(ctx context.Context) error {
 	_, err := e.h.db.Exec(ctx, `
 DELETE FROM idempotency_keys WHERE ctid IN (
 	SELECT ctid FROM idempotency_keys WHERE created_at < statement_timestamp() - make_interval(secs => $1) LIMIT 10000)`,

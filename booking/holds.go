@@ -20,41 +20,41 @@ import (
 	"github.com/presenced/presenced/web"
 )
 
-// Holds is the booking plane: holds, reservations and event administration.
-type Holds struct {
+// holdsPlane is the booking plane: holds, reservations and event administration.
+type holdsPlane struct {
 	db        *pgxpool.Pool
 	rdb       redis.UniversalClient
 	keys      keys
 	hints     hints
 	admission Admission
 	cfg       config.Booking
-	m         *Metrics
+	m         *metrics
 	log       *slog.Logger
 }
 
-// HoldsDeps are what Holds needs.
-type HoldsDeps struct {
+// holdsDeps are what Holds needs.
+type holdsDeps struct {
 	DB        *pgxpool.Pool
 	Redis     redis.UniversalClient
 	Keys      store.Keyspace
 	Admission Admission
 	Config    config.Booking
-	Metrics   *Metrics
+	Metrics   *metrics
 	Log       *slog.Logger
 }
 
-// NewHolds builds the booking plane.
-func NewHolds(d HoldsDeps) (*Holds, error) {
+// newHolds builds the booking plane.
+func newHolds(d holdsDeps) (*holdsPlane, error) {
 	if d.DB == nil || d.Redis == nil || d.Admission == nil || d.Metrics == nil || d.Log == nil {
 		return nil, errors.New("booking: holds need a database, redis, an admission checker, metrics and a logger")
 	}
 	k := keys{ks: d.Keys}
-	return &Holds{db: d.DB, rdb: d.Redis, keys: k, hints: hints{rdb: d.Redis, keys: k},
+	return &holdsPlane{db: d.DB, rdb: d.Redis, keys: k, hints: hints{rdb: d.Redis, keys: k},
 		admission: d.Admission, cfg: d.Config, m: d.Metrics, log: d.Log}, nil
 }
 
-// HoldInput is one hold request.
-type HoldInput struct {
+// holdInput is one hold request.
+type holdInput struct {
 	User      string
 	Event     string
 	Pass      string
@@ -63,9 +63,9 @@ type HoldInput struct {
 	PromoCode string
 }
 
-// HoldResult is the answer to a hold: the status and body a retry with the
+// holdResult is the answer to a hold: the status and body a retry with the
 // same key gets again, byte for byte.
-type HoldResult struct {
+type holdResult struct {
 	Status   int
 	Body     []byte
 	Replayed bool
@@ -77,21 +77,21 @@ const opHold = "hold"
 // pending checkout, seat hints), then seat rows locked in id order, prices
 // frozen, and everything written with the stored response in one READ
 // COMMITTED transaction. Client errors are *web.Error.
-func (h *Holds) Hold(ctx context.Context, in HoldInput) (HoldResult, error) {
+func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error) {
 	seats, fp, err := h.check(in)
 	if err != nil {
-		return HoldResult{}, err
+		return holdResult{}, err
 	}
 	if err := h.rateLimit(ctx, in.User); err != nil {
-		return HoldResult{}, err
+		return holdResult{}, err
 	}
 	if err := h.verifyAdmission(ctx, in); err != nil {
-		return HoldResult{}, err
+		return holdResult{}, err
 	}
 	resID := uuid.Must(uuid.NewV7()).String() // time-ordered: inserts stay at the index tail
 	tx, err := h.db.Begin(ctx)
 	if err != nil {
-		return HoldResult{}, storeError("begin hold", err)
+		return holdResult{}, storeError("begin hold", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
@@ -101,14 +101,14 @@ func (h *Holds) Hold(ctx context.Context, in HoldInput) (HoldResult, error) {
 			h.m.idempotentHits.Inc()
 			return *stored, nil
 		}
-		return HoldResult{}, err
+		return holdResult{}, err
 	}
 	var ended []*released
 	if ev.pendingID != "" {
 		// The user's previous checkout is over but not yet reclaimed.
 		r, err := endReservation(ctx, tx, ev.pendingID, StatusExpired, true, "")
 		if err != nil {
-			return HoldResult{}, storeError("expire previous checkout", err)
+			return holdResult{}, storeError("expire previous checkout", err)
 		}
 		ended = append(ended, r)
 	}
@@ -117,7 +117,7 @@ func (h *Holds) Hold(ctx context.Context, in HoldInput) (HoldResult, error) {
 	taken, err := h.hints.take(ctx, in.Event, seats, resID, time.Until(expiresAt))
 	if err != nil {
 		h.m.hintErrors.Inc()
-		return HoldResult{}, web.Unavailable(time.Second, "seat hints unavailable; retry")
+		return holdResult{}, web.Unavailable(time.Second, "seat hints unavailable; retry")
 	}
 	committed := false
 	defer func() {
@@ -127,23 +127,23 @@ func (h *Holds) Hold(ctx context.Context, in HoldInput) (HoldResult, error) {
 	}()
 	if taken != 0 {
 		h.m.hintRejections.Inc()
-		return HoldResult{}, seatsTaken([]int64{taken})
+		return holdResult{}, seatsTaken([]int64{taken})
 	}
 	more, err := h.reclaimExpired(ctx, tx, ev.expiredHolds)
 	if err != nil {
-		return HoldResult{}, err
+		return holdResult{}, err
 	}
 	ended = append(ended, more...)
 	locked, occupancy, err := h.lockSeats(ctx, tx, in.Event, seats)
 	if err != nil {
-		return HoldResult{}, err
+		return holdResult{}, err
 	}
 	res, err := h.write(ctx, tx, in, ev, resID, expiresAt, locked, occupancy, fp)
 	if err != nil {
-		return HoldResult{}, err
+		return holdResult{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return HoldResult{}, storeError("commit hold", err)
+		return holdResult{}, storeError("commit hold", err)
 	}
 	committed = true
 	if err := h.admission.Extend(ctx, in.Event, in.User, holdFor); err != nil {
@@ -160,9 +160,9 @@ func (h *Holds) Hold(ctx context.Context, in HoldInput) (HoldResult, error) {
 
 // check validates the request and returns the sorted cart and the request
 // fingerprint.
-func (h *Holds) check(in HoldInput) ([]int64, []byte, error) {
+func (h *holdsPlane) check(in holdInput) ([]int64, []byte, error) {
 	switch {
-	case !ValidEventID(in.Event):
+	case !validEventID(in.Event):
 		return nil, nil, web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 	case in.Key == "":
 		return nil, nil, web.Errorf(http.StatusBadRequest, "idempotency_key_required", "an Idempotency-Key header is required")
@@ -183,7 +183,7 @@ func (h *Holds) check(in HoldInput) ([]int64, []byte, error) {
 	return seats, fingerprint(in.Event, seats, in.PromoCode), nil
 }
 
-func (h *Holds) rateLimit(ctx context.Context, user string) error {
+func (h *holdsPlane) rateLimit(ctx context.Context, user string) error {
 	res, err := rateScript.Run(ctx, h.rdb, []string{h.keys.holdRate(user)}, time.Minute.Milliseconds()).Int64Slice()
 	if err != nil {
 		return web.Unavailable(time.Second, "rate limiter unavailable; retry")
@@ -196,7 +196,7 @@ func (h *Holds) rateLimit(ctx context.Context, user string) error {
 	return nil
 }
 
-func (h *Holds) verifyAdmission(ctx context.Context, in HoldInput) error {
+func (h *holdsPlane) verifyAdmission(ctx context.Context, in holdInput) error {
 	if in.Pass == "" {
 		return web.Errorf(http.StatusForbidden, "not_admitted", "an X-Admission-Pass from the waiting room is required")
 	}
@@ -227,7 +227,7 @@ type eventRow struct {
 // attempts (advisory lock), answers identical retries from the stored
 // response, and reads the event and the user's pending checkout, all in
 // one round trip.
-func (h *Holds) prepare(ctx context.Context, tx pgx.Tx, in HoldInput, seats []int64, fp []byte) (eventRow, *HoldResult, error) {
+func (h *holdsPlane) prepare(ctx context.Context, tx pgx.Tx, in holdInput, seats []int64, fp []byte) (eventRow, *holdResult, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
 		fmt.Sprint(h.cfg.LockTimeout.Milliseconds()), fmt.Sprint(h.cfg.StatementTimeout.Milliseconds()))
@@ -255,7 +255,7 @@ ORDER BY 1`, in.Event, seats)
 		}
 	}
 	var storedFP []byte
-	var stored HoldResult
+	var stored holdResult
 	err := res.QueryRow().Scan(&storedFP, &stored.Status, &stored.Body)
 	switch {
 	case err == nil:
@@ -302,7 +302,7 @@ ORDER BY 1`, in.Event, seats)
 // reclaimExpired ends expired holds on the wanted seats, reservation row
 // first, before any seat is locked: the same lock order as the expiry
 // worker, so the two never deadlock.
-func (h *Holds) reclaimExpired(ctx context.Context, tx pgx.Tx, ids []string) ([]*released, error) {
+func (h *holdsPlane) reclaimExpired(ctx context.Context, tx pgx.Tx, ids []string) ([]*released, error) {
 	var out []*released
 	for _, id := range ids {
 		r, err := endReservation(ctx, tx, id, StatusExpired, true, "")
@@ -329,7 +329,7 @@ type lockedSeat struct {
 
 // lockSeats locks the cart's seat rows and, in the same round trip, reads
 // how full their sections are (for the scarcity multiplier).
-func (h *Holds) lockSeats(ctx context.Context, tx pgx.Tx, event string, seats []int64) ([]lockedSeat, []occupancy, error) {
+func (h *holdsPlane) lockSeats(ctx context.Context, tx pgx.Tx, event string, seats []int64) ([]lockedSeat, []occupancy, error) {
 	start := time.Now()
 	b := &pgx.Batch{}
 	// ORDER BY id puts the row locks under the sort: every hold locks in
@@ -407,7 +407,7 @@ func seatsTaken(seats []int64) *web.Error {
 // releaseAfter does the cleanup of an ended reservation once its
 // transaction is over: owner-checked hint release and, for reservations
 // that really ended, the buyer's admission lease.
-func (h *Holds) releaseAfter(ctx context.Context, r *released, endLease bool) {
+func (h *holdsPlane) releaseAfter(ctx context.Context, r *released, endLease bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if err := h.hints.release(ctx, r.event, r.seats, r.id); err != nil {

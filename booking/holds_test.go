@@ -68,7 +68,7 @@ func TestHoldRefusals(t *testing.T) {
 	b := setup(t, func(c *config.Booking) { c.HoldsPerMinute = 4 })
 	event, seats := b.event(t, "A:1x10@100")
 	ctx := context.Background()
-	try := func(in HoldInput) int {
+	try := func(in holdInput) int {
 		_, err := b.holds.Hold(ctx, in)
 		if err == nil {
 			return 201
@@ -78,7 +78,7 @@ func TestHoldRefusals(t *testing.T) {
 		return e.Status
 	}
 	pass := b.desk.admit(event, b.uid("bob"))
-	base := HoldInput{User: b.uid("bob"), Event: event, Pass: pass, Key: "k", Seats: []int64{seats[0]}}
+	base := holdInput{User: b.uid("bob"), Event: event, Pass: pass, Key: "k", Seats: []int64{seats[0]}}
 
 	in := base
 	in.Pass = ""
@@ -220,7 +220,7 @@ func TestIdempotency(t *testing.T) {
 	event, seats := b.event(t, "A:1x10@100")
 	ctx := context.Background()
 	pass := b.desk.admit(event, b.uid("fay"))
-	in := HoldInput{User: b.uid("fay"), Event: event, Pass: pass, Key: "key-1", Seats: []int64{seats[1], seats[2]}}
+	in := holdInput{User: b.uid("fay"), Event: event, Pass: pass, Key: "key-1", Seats: []int64{seats[1], seats[2]}}
 	first, err := b.holds.Hold(ctx, in)
 	require.NoError(t, err)
 	again, err := b.holds.Hold(ctx, in)
@@ -252,7 +252,7 @@ func TestConcurrentIdenticalRetriesExecuteOnce(t *testing.T) {
 	b := setup(t)
 	event, seats := b.event(t, "A:1x10@100")
 	pass := b.desk.admit(event, b.uid("gus"))
-	in := HoldInput{User: b.uid("gus"), Event: event, Pass: pass, Key: "double-tap", Seats: []int64{seats[7]}}
+	in := holdInput{User: b.uid("gus"), Event: event, Pass: pass, Key: "double-tap", Seats: []int64{seats[7]}}
 	var mu sync.Mutex
 	bodies := map[string]int{}
 	statuses := race(t, 20, func(int) int {

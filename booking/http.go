@@ -14,15 +14,9 @@ import (
 	"github.com/presenced/presenced/web"
 )
 
-// Header names of the hold endpoint.
-const (
-	HeaderAdmissionPass  = "X-Admission-Pass"
-	HeaderIdempotencyKey = "Idempotency-Key"
-)
-
 // Routes mounts the booking plane. users authenticates buyers; admin guards
 // the server-to-server endpoints.
-func (h *Holds) Routes(g *echo.Group, users, admin echo.MiddlewareFunc) {
+func (h *holdsPlane) Routes(g *echo.Group, users, admin echo.MiddlewareFunc) {
 	g.POST("/v1/events/:event/holds", h.postHold, users)
 	g.GET("/v1/reservations/:id", h.getReservation, users)
 	g.DELETE("/v1/reservations/:id", h.cancelReservation, users)
@@ -35,7 +29,7 @@ type holdBody struct {
 	PromoCode string  `json:"promoCode,omitempty"`
 }
 
-func (h *Holds) postHold(c echo.Context) error {
+func (h *holdsPlane) postHold(c echo.Context) error {
 	status := http.StatusInternalServerError
 	timer := h.m.holdDuration
 	defer func() { h.m.holdOutcomes.WithLabelValues(strconv.Itoa(status)).Inc() }()
@@ -47,7 +41,7 @@ func (h *Holds) postHold(c echo.Context) error {
 		status = http.StatusBadRequest
 		return err
 	}
-	res, err := h.Hold(c.Request().Context(), HoldInput{
+	res, err := h.Hold(c.Request().Context(), holdInput{
 		User:      auth.UserID(c),
 		Event:     c.Param("event"),
 		Pass:      c.Request().Header.Get(HeaderAdmissionPass),
@@ -69,7 +63,7 @@ func (h *Holds) postHold(c echo.Context) error {
 	return c.JSONBlob(res.Status, res.Body)
 }
 
-func (h *Holds) getReservation(c echo.Context) error {
+func (h *holdsPlane) getReservation(c echo.Context) error {
 	id, err := reservationID(c)
 	if err != nil {
 		return err
@@ -84,7 +78,7 @@ func (h *Holds) getReservation(c echo.Context) error {
 	return c.JSON(http.StatusOK, res)
 }
 
-func (h *Holds) cancelReservation(c echo.Context) error {
+func (h *holdsPlane) cancelReservation(c echo.Context) error {
 	id, err := reservationID(c)
 	if err != nil {
 		return err
@@ -104,7 +98,7 @@ func reservationID(c echo.Context) (string, error) {
 	return strings.ToLower(id), nil
 }
 
-func (h *Holds) postEvent(c echo.Context) error {
+func (h *holdsPlane) postEvent(c echo.Context) error {
 	var spec EventSpec
 	if err := decodeStrict(c, &spec); err != nil {
 		return err
@@ -121,14 +115,14 @@ func (h *Holds) postEvent(c echo.Context) error {
 	return c.JSON(http.StatusCreated, sum)
 }
 
-func (h *Holds) postPromotion(c echo.Context) error {
+func (h *holdsPlane) postPromotion(c echo.Context) error {
 	var spec PromotionSpec
 	if err := decodeStrict(c, &spec); err != nil {
 		return err
 	}
 	err := CreatePromotion(c.Request().Context(), h.db, c.Param("event"), spec)
 	switch {
-	case errors.Is(err, ErrNoEvent):
+	case errors.Is(err, errNoEvent):
 		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 	case errors.Is(err, ErrEventExists):
 		return web.Errorf(http.StatusConflict, "promotion_exists", "this promotion code exists")

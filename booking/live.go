@@ -34,11 +34,11 @@ type invalidation struct {
 
 // RoutesLive mounts GET /v1/events/:event/live: an SSE stream, or a
 // WebSocket when the request asks to upgrade. ?section=A,B narrows it.
-func (s *SeatMap) RoutesLive(g *echo.Group, h *hub.Hub, sockets *web.Sockets) {
+func (s *seatMap) RoutesLive(g *echo.Group, h *hub.Hub, sockets *web.Sockets) {
 	g.GET("/v1/events/:event/live", func(c echo.Context) error { return s.live(c, h, sockets) })
 }
 
-func (s *SeatMap) live(c echo.Context, h *hub.Hub, sockets *web.Sockets) error {
+func (s *seatMap) live(c echo.Context, h *hub.Hub, sockets *web.Sockets) error {
 	ctx := c.Request().Context()
 	l, err := s.layoutOf(ctx, c.Param("event"))
 	if err != nil {
@@ -88,7 +88,7 @@ func (lc liveConn) Deliver(m hub.Message) {
 	lc.Send(m.Payload)
 }
 
-func (s *SeatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *web.Sockets, topics []string) error {
+func (s *seatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *web.Sockets, topics []string) error {
 	conn, err := sockets.Upgrade(c, "seatmap")
 	if err != nil {
 		return nil // the upgrader answered the client
@@ -151,24 +151,24 @@ func (l *layout) selectSections(filter string) ([]string, error) {
 	return out, nil
 }
 
-// Invalidator is the outbox relay's derived effect for inventory changes:
+// invalidator is the outbox relay's derived effect for inventory changes:
 // delete the cached seat map first, then tell live viewers, so a viewer
 // reacting at once cannot read the snapshot just declared stale.
-type Invalidator struct {
+type invalidator struct {
 	rdb  redis.UniversalClient
 	hub  *hub.Hub
 	keys keys
 }
 
-// NewInvalidator builds the derived effect.
-func NewInvalidator(rdb redis.UniversalClient, h *hub.Hub, ks store.Keyspace) *Invalidator {
-	return &Invalidator{rdb: rdb, hub: h, keys: keys{ks: ks}}
+// newInvalidator builds the derived effect.
+func newInvalidator(rdb redis.UniversalClient, h *hub.Hub, ks store.Keyspace) *invalidator {
+	return &invalidator{rdb: rdb, hub: h, keys: keys{ks: ks}}
 }
 
 // Handle applies one inventory.changed event.
-func (inv *Invalidator) Handle(ctx context.Context, e outbox.Event) error {
+func (inv *invalidator) Handle(ctx context.Context, e outbox.Event) error {
 	var p InventoryChanged
-	if err := json.Unmarshal(e.Payload, &p); err != nil || !ValidEventID(p.Event) || !sectionIDPattern.MatchString(p.Section) {
+	if err := json.Unmarshal(e.Payload, &p); err != nil || !validEventID(p.Event) || !sectionIDPattern.MatchString(p.Section) {
 		return nil // nothing to invalidate; not worth stopping the relay for
 	}
 	if err := inv.rdb.Del(ctx, inv.keys.snapshot(p.Event, allScope)).Err(); err != nil {

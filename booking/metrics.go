@@ -2,8 +2,8 @@ package booking
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics are booking's Prometheus collectors, shared by its parts.
-type Metrics struct {
+// metrics are booking's Prometheus collectors, shared by its parts.
+type metrics struct {
 	holdOutcomes    *prometheus.CounterVec
 	holdDuration    prometheus.Histogram
 	lockWait        prometheus.Histogram
@@ -16,10 +16,10 @@ type Metrics struct {
 	leaseExtendFail prometheus.Counter
 }
 
-// NewMetrics registers booking's metrics on reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// newMetrics registers booking's metrics on reg.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	fast := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
-	m := &Metrics{
+	m := &metrics{
 		holdOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "presenced_booking_hold_outcomes_total",
 			Help: "Hold requests by HTTP status (a 409 is a correct answer, not an SLO failure).",

@@ -30,11 +30,11 @@ type Module struct {
 	cfg       config.Booking
 	keys      store.Keyspace
 	admission Admission
-	m         *Metrics
+	m         *metrics
 	log       *slog.Logger
 
-	holds   *Holds
-	seatMap *SeatMap
+	holds   *holdsPlane
+	seatMap *seatMap
 }
 
 // New builds the module; nothing runs until a part starts.
@@ -42,7 +42,7 @@ func New(d Deps) (*Module, error) {
 	if d.Admission == nil || d.Metrics == nil || d.Log == nil {
 		return nil, errors.New("booking: an admission checker, metrics and a logger are required")
 	}
-	m, err := NewMetrics(d.Metrics)
+	m, err := newMetrics(d.Metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (m *Module) StartExpiry(ctx context.Context, h module.Host) error {
 	if err != nil {
 		return err
 	}
-	h.Go("booking.expiry", (&Expirer{h: holds}).Run)
+	h.Go("booking.expiry", (&expirer{h: holds}).Run)
 	return nil
 }
 
@@ -98,7 +98,7 @@ func (m *Module) StartLive(ctx context.Context, h module.Host) error {
 	return nil
 }
 
-func (m *Module) openHolds(ctx context.Context, h module.Host) (*Holds, error) {
+func (m *Module) openHolds(ctx context.Context, h module.Host) (*holdsPlane, error) {
 	if m.holds != nil {
 		return m.holds, nil
 	}
@@ -110,12 +110,12 @@ func (m *Module) openHolds(ctx context.Context, h module.Host) (*Holds, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.holds, err = NewHolds(HoldsDeps{DB: db, Redis: rdb, Keys: m.keys, Admission: m.admission,
+	m.holds, err = newHolds(holdsDeps{DB: db, Redis: rdb, Keys: m.keys, Admission: m.admission,
 		Config: m.cfg, Metrics: m.m, Log: m.log})
 	return m.holds, err
 }
 
-func (m *Module) openSeatMap(ctx context.Context, h module.Host) (*SeatMap, error) {
+func (m *Module) openSeatMap(ctx context.Context, h module.Host) (*seatMap, error) {
 	if m.seatMap != nil {
 		return m.seatMap, nil
 	}
@@ -127,6 +127,6 @@ func (m *Module) openSeatMap(ctx context.Context, h module.Host) (*SeatMap, erro
 	if err != nil {
 		return nil, err
 	}
-	m.seatMap, err = NewSeatMap(SeatMapDeps{ReadOnly: ro, Redis: rdb, Keys: m.keys, Config: m.cfg, Metrics: m.m, Log: m.log})
+	m.seatMap, err = newSeatMap(seatMapDeps{ReadOnly: ro, Redis: rdb, Keys: m.keys, Config: m.cfg, Metrics: m.m, Log: m.log})
 	return m.seatMap, err
 }

@@ -17,13 +17,13 @@ const (
 	surgeCap        = 15_000
 )
 
-// ErrOverflow is returned when a price does not fit in 63 bits.
-var ErrOverflow = errors.New("price overflow")
+// errOverflow is returned when a price does not fit in 63 bits.
+var errOverflow = errors.New("price overflow")
 
-// Multiplier is the scarcity multiplier of a section in basis points: 1.0×
+// multiplier is the scarcity multiplier of a section in basis points: 1.0×
 // under half sold, 1.25× from half, 1.5× from 80 %, plus 0.05× within a week
 // of the event, never above 1.5×.
-func Multiplier(occupied, total int64, untilEvent time.Duration) int64 {
+func multiplier(occupied, total int64, untilEvent time.Duration) int64 {
 	if total < 1 {
 		total = 1
 	}
@@ -40,28 +40,28 @@ func Multiplier(occupied, total int64, untilEvent time.Duration) int64 {
 	return min(m, surgeCap)
 }
 
-// Quote is the frozen price of one seat.
-type Quote struct {
+// quote is the frozen price of one seat.
+type quote struct {
 	Gross    int64 // base × multiplier, rounded half up
 	Discount int64 // gross × discount, rounded half up
 	Price    int64 // gross − discount
 }
 
-// PriceSeat computes a seat's quote from its base price, the section
+// priceSeat computes a seat's quote from its base price, the section
 // multiplier and a promotion discount, all in basis points.
-func PriceSeat(base, multiplierBps, discountBps int64) (Quote, error) {
+func priceSeat(base, multiplierBps, discountBps int64) (quote, error) {
 	if base < 0 || multiplierBps < 0 || discountBps < 0 || discountBps > bpsOne {
-		return Quote{}, errors.New("price inputs out of range")
+		return quote{}, errors.New("price inputs out of range")
 	}
 	gross, err := mulBpsHalfUp(base, multiplierBps)
 	if err != nil {
-		return Quote{}, err
+		return quote{}, err
 	}
 	discount, err := mulBpsHalfUp(gross, discountBps)
 	if err != nil {
-		return Quote{}, err
+		return quote{}, err
 	}
-	return Quote{Gross: gross, Discount: discount, Price: gross - discount}, nil
+	return quote{Gross: gross, Discount: discount, Price: gross - discount}, nil
 }
 
 // mulBpsHalfUp returns round_half_up(v × bps / 10,000) for non-negative
@@ -71,11 +71,11 @@ func mulBpsHalfUp(v, bps int64) (int64, error) {
 	lo, carry := bits.Add64(lo, bpsOne/2, 0)
 	hi += carry
 	if hi >= bpsOne {
-		return 0, ErrOverflow // the quotient would not fit in 64 bits
+		return 0, errOverflow // the quotient would not fit in 64 bits
 	}
 	q, _ := bits.Div64(hi, lo, bpsOne)
 	if q > math.MaxInt64 {
-		return 0, ErrOverflow
+		return 0, errOverflow
 	}
 	return int64(q), nil
 }
@@ -84,7 +84,7 @@ func mulBpsHalfUp(v, bps int64) (int64, error) {
 func addPrice(a, b int64) (int64, error) {
 	s := a + b
 	if (s > a) != (b > 0) {
-		return 0, ErrOverflow
+		return 0, errOverflow
 	}
 	return s, nil
 }

@@ -28,40 +28,40 @@ func TestMultiplier(t *testing.T) {
 		{0, 0, month, 10_000},
 	}
 	for _, c := range cases {
-		require.Equal(t, c.want, Multiplier(c.occupied, c.total, c.until), "%+v", c)
+		require.Equal(t, c.want, multiplier(c.occupied, c.total, c.until), "%+v", c)
 	}
 }
 
 func TestPriceSeatRoundsHalfUp(t *testing.T) {
 	t.Parallel()
-	q, err := PriceSeat(4999, 12_500, 0)
+	q, err := priceSeat(4999, 12_500, 0)
 	require.NoError(t, err)
-	require.Equal(t, Quote{Gross: 6249, Discount: 0, Price: 6249}, q) // 6248.75 → 6249
-	q, err = PriceSeat(2, 12_500, 0)
+	require.Equal(t, quote{Gross: 6249, Discount: 0, Price: 6249}, q) // 6248.75 → 6249
+	q, err = priceSeat(2, 12_500, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), q.Gross) // 2.5 → 3 (half up)
-	q, err = PriceSeat(10_000, 10_000, 1_500)
+	q, err = priceSeat(10_000, 10_000, 1_500)
 	require.NoError(t, err)
-	require.Equal(t, Quote{Gross: 10_000, Discount: 1_500, Price: 8_500}, q)
-	q, err = PriceSeat(3, 10_000, 5_000)
+	require.Equal(t, quote{Gross: 10_000, Discount: 1_500, Price: 8_500}, q)
+	q, err = priceSeat(3, 10_000, 5_000)
 	require.NoError(t, err)
-	require.Equal(t, Quote{Gross: 3, Discount: 2, Price: 1}, q) // 1.5 → 2
+	require.Equal(t, quote{Gross: 3, Discount: 2, Price: 1}, q) // 1.5 → 2
 }
 
 func TestPriceSeatOverflow(t *testing.T) {
 	t.Parallel()
-	_, err := PriceSeat(math.MaxInt64, 15_000, 0)
-	require.ErrorIs(t, err, ErrOverflow)
-	_, err = PriceSeat(math.MaxInt64/3*2+1000, 15_000, 0)
-	require.ErrorIs(t, err, ErrOverflow, "just above MaxInt64 after 1.5×")
-	q, err := PriceSeat(math.MaxInt64/3*2-1000, 15_000, 0)
+	_, err := priceSeat(math.MaxInt64, 15_000, 0)
+	require.ErrorIs(t, err, errOverflow)
+	_, err = priceSeat(math.MaxInt64/3*2+1000, 15_000, 0)
+	require.ErrorIs(t, err, errOverflow, "just above MaxInt64 after 1.5×")
+	q, err := priceSeat(math.MaxInt64/3*2-1000, 15_000, 0)
 	require.NoError(t, err, "just below")
 	require.Positive(t, q.Price)
 	_, err = addPrice(math.MaxInt64, 1)
-	require.ErrorIs(t, err, ErrOverflow)
+	require.ErrorIs(t, err, errOverflow)
 	s, err := addPrice(40, 2)
 	require.NoError(t, err)
 	require.Equal(t, int64(42), s)
-	_, err = PriceSeat(100, 10_000, 10_001)
+	_, err = priceSeat(100, 10_000, 10_001)
 	require.Error(t, err)
 }

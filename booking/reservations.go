@@ -5,35 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
-
-// Reservation is a hold and its frozen prices, as the API shows it.
-type Reservation struct {
-	ID        string    `json:"id"`
-	Event     string    `json:"event"`
-	Status    string    `json:"status"`
-	ExpiresAt time.Time `json:"expiresAt"`
-	Total     int64     `json:"total"`
-	Currency  string    `json:"currency"`
-	PromoCode string    `json:"promoCode,omitempty"`
-	Items     []Item    `json:"items"`
-}
-
-// Item is one seat of a reservation with its price frozen at hold time.
-type Item struct {
-	Seat      int64  `json:"seat"`
-	Section   string `json:"section"`
-	Row       int    `json:"row"`
-	Number    int    `json:"number"`
-	BasePrice int64  `json:"basePrice"`
-	SurgeBps  int64  `json:"surgeBps"`
-	Discount  int64  `json:"discount"`
-	Price     int64  `json:"price"`
-	Status    string `json:"status"`
-}
 
 // released is what a reservation that just ended leaves to clean up after
 // the commit: its seat hints and its buyer's admission lease.

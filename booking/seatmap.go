@@ -30,14 +30,14 @@ var (
 // before another may try.
 const fillLeaseTTL = 5 * time.Second
 
-// SeatMap serves seat maps to the browse plane from short-lived Redis
+// seatMap serves seat maps to the browse plane from short-lived Redis
 // snapshots, refilled by one reader at a time through a read-only login.
-type SeatMap struct {
+type seatMap struct {
 	ro   *pgxpool.Pool
 	rdb  redis.UniversalClient
 	keys keys
 	cfg  config.Booking
-	m    *Metrics
+	m    *metrics
 	log  *slog.Logger
 
 	mu      sync.Mutex
@@ -45,22 +45,22 @@ type SeatMap struct {
 	sf      singleflight.Group
 }
 
-// SeatMapDeps are what SeatMap needs; ReadOnly should be a SELECT-only login.
-type SeatMapDeps struct {
+// seatMapDeps are what SeatMap needs; ReadOnly should be a SELECT-only login.
+type seatMapDeps struct {
 	ReadOnly *pgxpool.Pool
 	Redis    redis.UniversalClient
 	Keys     store.Keyspace
 	Config   config.Booking
-	Metrics  *Metrics
+	Metrics  *metrics
 	Log      *slog.Logger
 }
 
-// NewSeatMap builds the seat-map reader.
-func NewSeatMap(d SeatMapDeps) (*SeatMap, error) {
+// newSeatMap builds the seat-map reader.
+func newSeatMap(d seatMapDeps) (*seatMap, error) {
 	if d.ReadOnly == nil || d.Redis == nil || d.Metrics == nil || d.Log == nil {
 		return nil, errors.New("booking: seat map needs a read-only pool, redis, metrics and a logger")
 	}
-	return &SeatMap{ro: d.ReadOnly, rdb: d.Redis, keys: keys{ks: d.Keys}, cfg: d.Config, m: d.Metrics, log: d.Log,
+	return &seatMap{ro: d.ReadOnly, rdb: d.Redis, keys: keys{ks: d.Keys}, cfg: d.Config, m: d.Metrics, log: d.Log,
 		layouts: map[string]*layout{}}, nil
 }
 
@@ -92,8 +92,8 @@ type seatInfo struct {
 var errUnknownEvent = web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 
 // layoutOf returns the event's layout, loading it once per process.
-func (s *SeatMap) layoutOf(ctx context.Context, event string) (*layout, error) {
-	if !ValidEventID(event) {
+func (s *seatMap) layoutOf(ctx context.Context, event string) (*layout, error) {
+	if !validEventID(event) {
 		return nil, errUnknownEvent
 	}
 	s.mu.Lock()
@@ -117,7 +117,7 @@ func (s *SeatMap) layoutOf(ctx context.Context, event string) (*layout, error) {
 	return l, nil
 }
 
-func (s *SeatMap) loadLayout(ctx context.Context, event string) (*layout, error) {
+func (s *seatMap) loadLayout(ctx context.Context, event string) (*layout, error) {
 	l := &layout{event: event}
 	err := s.ro.QueryRow(ctx, `SELECT currency, starts_at FROM events WHERE id = $1`, event).Scan(&l.currency, &l.startsAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -175,7 +175,7 @@ func (s *SeatMap) loadLayout(ctx context.Context, event string) (*layout, error)
 // from the Redis snapshot when there is one. On a miss one reader takes the
 // fill lease and queries; the others wait for its result. With Redis down,
 // readers query directly, collapsed per event in this process.
-func (s *SeatMap) states(ctx context.Context, l *layout) ([]byte, error) {
+func (s *seatMap) states(ctx context.Context, l *layout) ([]byte, error) {
 	key := s.keys.snapshot(l.event, allScope)
 	b, err := s.rdb.Get(ctx, key).Bytes()
 	switch {
@@ -218,7 +218,7 @@ func (s *SeatMap) states(ctx context.Context, l *layout) ([]byte, error) {
 
 // fill queries the states and stores the snapshot; the caller holds the
 // fill lease, released here by its token.
-func (s *SeatMap) fill(ctx context.Context, l *layout, key, lease, token string) ([]byte, error) {
+func (s *seatMap) fill(ctx context.Context, l *layout, key, lease, token string) ([]byte, error) {
 	defer func() {
 		_ = fillRelease.Run(context.WithoutCancel(ctx), s.rdb, []string{lease}, token).Err()
 	}()
@@ -242,7 +242,7 @@ func (s *SeatMap) fill(ctx context.Context, l *layout, key, lease, token string)
 // direct reads states from PostgreSQL without the snapshot (Redis is
 // down); concurrent readers of one event in this process share one query,
 // and the small read-only pool bounds the rest.
-func (s *SeatMap) direct(ctx context.Context, l *layout) ([]byte, error) {
+func (s *seatMap) direct(ctx context.Context, l *layout) ([]byte, error) {
 	s.m.cache.WithLabelValues("direct").Inc()
 	v, err, _ := s.sf.Do("states:"+l.event, func() (any, error) {
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -255,7 +255,7 @@ func (s *SeatMap) direct(ctx context.Context, l *layout) ([]byte, error) {
 	return v.([]byte), nil
 }
 
-func (s *SeatMap) queryStates(ctx context.Context, l *layout) ([]byte, error) {
+func (s *seatMap) queryStates(ctx context.Context, l *layout) ([]byte, error) {
 	rows, err := s.ro.Query(ctx, `SELECT status FROM seats WHERE event_id = $1 ORDER BY layout_order`, l.event)
 	if err != nil {
 		return nil, storeError("read seat states", err)

@@ -11,47 +11,16 @@ import (
 	"github.com/presenced/presenced/web"
 )
 
-// SeatMapView is the JSON seat map.
-type SeatMapView struct {
-	Event     string        `json:"event"`
-	Currency  string        `json:"currency"`
-	SeatCount int           `json:"seatCount"`
-	Order     string        `json:"order"`
-	Sections  []SectionView `json:"sections"`
-	Seats     []SeatView    `json:"seats"`
-}
-
-// SectionView summarises a section with its current price multiplier
-// (advisory: the hold freezes the price that counts).
-type SectionView struct {
-	ID            string `json:"id"`
-	Name          string `json:"name"`
-	BasePrice     int64  `json:"basePrice"`
-	MultiplierBps int64  `json:"multiplierBps"`
-	SeatCount     int    `json:"seatCount"`
-	Available     int    `json:"available"`
-}
-
-// SeatView is one seat.
-type SeatView struct {
-	ID        int64  `json:"id"`
-	Section   string `json:"section"`
-	Row       int    `json:"row"`
-	Number    int    `json:"number"`
-	Status    string `json:"status"`
-	BasePrice int64  `json:"basePrice"`
-}
-
 // seatOrder documents the fixed order of seats in maps and bitmaps.
 const seatOrder = "section,row,number"
 
 // RoutesSeats mounts GET /v1/events/:event/seats. Seat maps are public:
 // they show availability, never who holds what.
-func (s *SeatMap) RoutesSeats(g *echo.Group) {
+func (s *seatMap) RoutesSeats(g *echo.Group) {
 	g.GET("/v1/events/:event/seats", s.getSeats)
 }
 
-func (s *SeatMap) getSeats(c echo.Context) error {
+func (s *seatMap) getSeats(c echo.Context) error {
 	ctx := c.Request().Context()
 	l, err := s.layoutOf(ctx, c.Param("event"))
 	if err != nil {
@@ -104,7 +73,7 @@ func (l *layout) view(packed []byte, from, n int, now time.Time) SeatMapView {
 		}
 		v.Sections = append(v.Sections, SectionView{
 			ID: sec.ID, Name: sec.Name, BasePrice: sec.BasePrice, SeatCount: sec.count, Available: available,
-			MultiplierBps: Multiplier(int64(occupied), int64(sec.count), l.startsAt.Sub(now)),
+			MultiplierBps: multiplier(int64(occupied), int64(sec.count), l.startsAt.Sub(now)),
 		})
 	}
 	v.Seats = make([]SeatView, n)

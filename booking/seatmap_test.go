@@ -29,7 +29,7 @@ import (
 type browse struct {
 	*bundle
 	ro    *pgxpool.Pool
-	sm    *SeatMap
+	sm    *seatMap
 	hub   *hub.Hub
 	srv   *web.Server
 	url   string
@@ -42,7 +42,7 @@ func setupBrowse(t *testing.T, rdb redis.UniversalClient) *browse {
 	ro, err := pgxpool.New(context.Background(), testenv.ReadOnlyURL(t))
 	require.NoError(t, err)
 	t.Cleanup(ro.Close)
-	sm, err := NewSeatMap(SeatMapDeps{ReadOnly: ro, Redis: rdb, Keys: b.ks, Config: b.cfg, Metrics: b.m, Log: testenv.Logger()})
+	sm, err := newSeatMap(seatMapDeps{ReadOnly: ro, Redis: rdb, Keys: b.ks, Config: b.cfg, Metrics: b.m, Log: testenv.Logger()})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	h, err := hub.New(rdb, reg, testenv.Logger())
@@ -58,7 +58,7 @@ func setupBrowse(t *testing.T, rdb redis.UniversalClient) *browse {
 	relay, err := outbox.NewRelay(outbox.RelayConfig{Pool: b.db, Redis: rdb, Stream: b.ks.Global("outbox").Key("events"),
 		StreamMaxLen: 1000, Batch: 100, PollInterval: 10 * time.Millisecond, Retention: time.Hour, Log: testenv.Logger()})
 	require.NoError(t, err)
-	relay.Handle(KindInventoryChanged, NewInvalidator(rdb, h, b.ks).Handle)
+	relay.Handle(KindInventoryChanged, newInvalidator(rdb, h, b.ks).Handle)
 	return &browse{bundle: b, ro: ro, sm: sm, hub: h, srv: srv, url: ts.URL, relay: relay}
 }
 

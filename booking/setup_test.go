@@ -84,9 +84,9 @@ type bundle struct {
 	rdb    redis.UniversalClient
 	ks     store.Keyspace
 	desk   *admissionDesk
-	holds  *Holds
-	expiry *Expirer
-	m      *Metrics
+	holds  *holdsPlane
+	expiry *expirer
+	m      *metrics
 	cfg    config.Booking
 }
 
@@ -104,13 +104,13 @@ func setupWith(t testing.TB, db *pgxpool.Pool, rdb redis.UniversalClient, mutate
 	for _, f := range mutate {
 		f(&cfg)
 	}
-	m, err := NewMetrics(prometheus.NewRegistry())
+	m, err := newMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)
 	b := &bundle{run: fmt.Sprintf("r%d-", eventSeq.Add(1)), db: db, rdb: rdb, ks: store.NewKeyspace(testenv.Prefix(t)), desk: newDesk(), m: m, cfg: cfg}
-	deps := HoldsDeps{DB: db, Redis: rdb, Keys: b.ks, Admission: b.desk, Config: cfg, Metrics: m, Log: testenv.Logger()}
-	b.holds, err = NewHolds(deps)
+	deps := holdsDeps{DB: db, Redis: rdb, Keys: b.ks, Admission: b.desk, Config: cfg, Metrics: m, Log: testenv.Logger()}
+	b.holds, err = newHolds(deps)
 	require.NoError(t, err)
-	b.expiry, err = NewExpirer(deps)
+	b.expiry, err = newExpirer(deps)
 	require.NoError(t, err)
 	return b
 }
@@ -147,7 +147,7 @@ func (b *bundle) hold(t *testing.T, event, user, key string, seats []int64, prom
 	t.Helper()
 	user = b.uid(user)
 	pass := b.desk.admit(event, user)
-	res, err := b.holds.Hold(context.Background(), HoldInput{User: user, Event: event, Pass: pass, Key: key, Seats: seats, PromoCode: promo})
+	res, err := b.holds.Hold(context.Background(), holdInput{User: user, Event: event, Pass: pass, Key: key, Seats: seats, PromoCode: promo})
 	if err != nil {
 		if e, ok := err.(*web.Error); ok {
 			return e.Status, nil, err

@@ -13,5 +13,5 @@ var (
 	promoPattern     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 )
 
-// ValidEventID tells whether id can name an event (and a Redis hash tag).
-func ValidEventID(id string) bool { return eventIDPattern.MatchString(id) }
+// validEventID tells whether id can name an event (and a Redis hash tag).
+func validEventID(id string) bool { return eventIDPattern.MatchString(id) }

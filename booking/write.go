@@ -112,7 +112,7 @@ func freeze(ev eventRow, seats []lockedSeat, occ []occupancy, promo *promotion) 
 	surge := map[string]int64{}
 	until := ev.startsAt.Sub(ev.now)
 	for _, o := range occ {
-		surge[o.section] = Multiplier(o.taken, o.total, until)
+		surge[o.section] = multiplier(o.taken, o.total, until)
 	}
 	var discountBps int64
 	if promo != nil {
@@ -121,7 +121,7 @@ func freeze(ev eventRow, seats []lockedSeat, occ []occupancy, promo *promotion) 
 	items := make([]Item, len(seats))
 	var total int64
 	for i, s := range seats {
-		q, err := PriceSeat(s.basePrice, surge[s.section], discountBps)
+		q, err := priceSeat(s.basePrice, surge[s.section], discountBps)
 		if err != nil {
 			return nil, 0, web.Errorf(http.StatusUnprocessableEntity, "price_error", "the price of seat %d cannot be computed", s.id)
 		}
@@ -137,14 +137,14 @@ func freeze(ev eventRow, seats []lockedSeat, occ []occupancy, promo *promotion) 
 // write prices the cart and writes the reservation, its items, the seats,
 // the promotion use, the inventory events and the stored response in one
 // round trip of the hold transaction.
-func (h *Holds) write(ctx context.Context, tx pgx.Tx, in HoldInput, ev eventRow, resID string, expiresAt time.Time, seats []lockedSeat, occ []occupancy, fp []byte) (HoldResult, error) {
+func (h *holdsPlane) write(ctx context.Context, tx pgx.Tx, in holdInput, ev eventRow, resID string, expiresAt time.Time, seats []lockedSeat, occ []occupancy, fp []byte) (holdResult, error) {
 	promo, err := lockPromotion(ctx, tx, in.Event, in.PromoCode)
 	if err != nil {
-		return HoldResult{}, err
+		return holdResult{}, err
 	}
 	items, total, err := freeze(ev, seats, occ, promo)
 	if err != nil {
-		return HoldResult{}, err
+		return holdResult{}, err
 	}
 	res := Reservation{ID: resID, Event: in.Event, Status: StatusPending, ExpiresAt: expiresAt.UTC(),
 		Total: total, Currency: ev.currency, PromoCode: in.PromoCode, Items: items}
@@ -176,22 +176,22 @@ func (h *Holds) write(ctx context.Context, tx pgx.Tx, in HoldInput, ev eventRow,
 	b.Queue(`INSERT INTO idempotency_keys (user_id, operation, key, fingerprint, status_code, response)
 	         VALUES ($1, $2, $3, $4, $5, $6)`, in.User, opHold, in.Key, fp, http.StatusCreated, body)
 	if err := queueSectionChanges(b, in.Event, seatsPerSection(items), +1); err != nil {
-		return HoldResult{}, err
+		return holdResult{}, err
 	}
 	results := tx.SendBatch(ctx, b)
 	for i := 0; i < b.Len(); i++ {
 		tag, err := results.Exec()
 		if err != nil {
 			_ = results.Close()
-			return HoldResult{}, storeError("write hold", err)
+			return holdResult{}, storeError("write hold", err)
 		}
 		if promo != nil && i == 3 && tag.RowsAffected() == 0 {
 			_ = results.Close()
-			return HoldResult{}, web.Errorf(http.StatusConflict, "promotion_already_used", "you already used this promotion code")
+			return holdResult{}, web.Errorf(http.StatusConflict, "promotion_already_used", "you already used this promotion code")
 		}
 	}
 	if err := results.Close(); err != nil {
-		return HoldResult{}, storeError("write hold", err)
+		return holdResult{}, storeError("write hold", err)
 	}
-	return HoldResult{Status: http.StatusCreated, Body: body}, nil
+	return holdResult{Status: http.StatusCreated, Body: body}, nil
 }

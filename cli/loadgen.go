@@ -14,10 +14,10 @@ import (
 func scenarios() []loadgen.Scenario {
 	return []loadgen.Scenario{
 		loadgen.NewHTTP(),
-		bookingload.NewLoadScenario(),
-		presenceload.NewLoad(),
-		viewersload.NewLoad(),
-		waitingroomload.NewLoadScenario(),
+		bookingload.New(),
+		presenceload.New(),
+		viewersload.New(),
+		waitingroomload.New(),
 	}
 }
 

@@ -25,16 +25,6 @@ type Booking struct {
 	LiveQueue int `yaml:"live_queue"`
 }
 
-// Outbox configures the outbox relay.
-type Outbox struct {
-	PollInterval time.Duration `yaml:"poll_interval"`
-	Batch        int           `yaml:"batch"`
-	// Approximate length the event stream is trimmed to.
-	StreamMaxLen int64 `yaml:"stream_max_len"`
-	// Published rows are deleted after this long.
-	Retention time.Duration `yaml:"retention"`
-}
-
 func defaultBooking() Booking {
 	return Booking{
 		HoldsPerMinute:   30,
@@ -50,12 +40,7 @@ func defaultBooking() Booking {
 	}
 }
 
-func defaultOutbox() Outbox {
-	return Outbox{PollInterval: 100 * time.Millisecond, Batch: 200, StreamMaxLen: 100_000, Retention: 24 * time.Hour}
-}
-
-func (c *Config) validateBooking(bad func(key, format string, args ...any)) {
-	b := c.Booking
+func (b Booking) validate(bad badFunc) {
 	if b.HoldsPerMinute <= 0 {
 		bad("booking.holds_per_minute", "must be positive")
 	}
@@ -66,13 +51,15 @@ func (c *Config) validateBooking(bad func(key, format string, args ...any)) {
 		"booking.lock_timeout": b.LockTimeout, "booking.statement_timeout": b.StatementTimeout,
 		"booking.expiry_interval": b.ExpiryInterval, "booking.idempotency_ttl": b.IdempotencyTTL,
 		"booking.seat_map_ttl": b.SeatMapTTL, "booking.seat_map_fill_wait": b.SeatMapFillWait,
-		"outbox.poll_interval": c.Outbox.PollInterval, "outbox.retention": c.Outbox.Retention,
 	} {
 		if d <= 0 {
 			bad(key, "must be a positive duration")
 		}
 	}
-	if b.ExpiryBatch <= 0 || b.LiveQueue <= 0 || c.Outbox.Batch <= 0 || c.Outbox.StreamMaxLen <= 0 {
-		bad("booking", "expiry_batch, live_queue, outbox.batch and outbox.stream_max_len must be positive")
+	if b.ExpiryBatch <= 0 {
+		bad("booking.expiry_batch", "must be positive")
+	}
+	if b.LiveQueue <= 0 {
+		bad("booking.live_queue", "must be positive")
 	}
 }

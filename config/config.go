@@ -173,6 +173,9 @@ func Default() Config {
 	}
 }
 
+// badFunc reports a setting that is wrong, by its dotted key.
+type badFunc func(key, format string, args ...any)
+
 // Validate checks values that parse but make no sense, naming the key.
 func (c *Config) Validate() error {
 	var errs []string
@@ -240,10 +243,11 @@ func (c *Config) Validate() error {
 	if c.Postgres.MaxConns <= 0 || c.Postgres.ReadOnlyMaxConns <= 0 || c.Postgres.WebhookMaxConns <= 0 {
 		bad("postgres.max_conns", "pool sizes must be positive")
 	}
-	c.validateBooking(bad)
-	c.validateViewers(bad)
-	validateWaitingroom(c.Waitingroom, bad)
-	validatePresence(c.Presence, bad)
+	c.Outbox.validate(bad)
+	c.Booking.validate(bad)
+	c.Viewers.validate(bad)
+	c.Waitingroom.validate(bad)
+	c.Presence.validate(bad)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))

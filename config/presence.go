@@ -133,7 +133,7 @@ func defaultPresence() Presence {
 // AutomaticStatuses are derived by the server and cannot be manual ones.
 var AutomaticStatuses = []string{"online", "idle", "offline"}
 
-func validatePresence(p Presence, bad func(key, format string, args ...any)) {
+func (p Presence) validate(bad badFunc) {
 	switch p.Policy {
 	case PresencePolicyOpen, PresencePolicyContacts:
 	default:

@@ -163,8 +163,7 @@ func defaultViewers() Viewers {
 	}
 }
 
-func (c *Config) validateViewers(bad func(key, format string, args ...any)) {
-	v := c.Viewers
+func (v Viewers) validate(bad badFunc) {
 	positive := map[string]time.Duration{
 		"viewers.cookie_max_age":       v.CookieMaxAge,
 		"viewers.prefix_sync_interval": v.PrefixSyncInterval,

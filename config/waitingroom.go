@@ -69,7 +69,7 @@ func defaultWaitingroom() Waitingroom {
 	}
 }
 
-func validateWaitingroom(w Waitingroom, bad func(key, format string, args ...any)) {
+func (w Waitingroom) validate(bad badFunc) {
 	positive := map[string]time.Duration{
 		"waitingroom.tick_interval":      w.TickInterval,
 		"waitingroom.position_interval":  w.PositionInterval,

@@ -25,7 +25,7 @@ func (a *readAPI) user(c echo.Context) error {
 	}
 	claims := auth.FromContext(c.Request().Context())
 	ctx := c.Request().Context()
-	forbidden, err := a.m.policy.Forbidden(ctx, Viewer{User: claims.Subject, Rooms: claims.Rooms}, []string{id})
+	forbidden, err := a.m.policy.Forbidden(ctx, viewer{User: claims.Subject, Rooms: claims.Rooms}, []string{id})
 	if err != nil {
 		return a.unavailable(err)
 	}

@@ -8,18 +8,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Contacts stores contact lists in PostgreSQL (table presence_contacts).
-type Contacts struct {
+// contactStore stores contact lists in PostgreSQL (table presence_contacts).
+type contactStore struct {
 	pool *pgxpool.Pool
 }
 
-// NewContacts returns the contact store over pool.
-func NewContacts(pool *pgxpool.Pool) *Contacts { return &Contacts{pool: pool} }
+// newContacts returns the contact store over pool.
+func newContacts(pool *pgxpool.Pool) *contactStore { return &contactStore{pool: pool} }
 
-var _ ContactLister = (*Contacts)(nil)
+var _ contactLister = (*contactStore)(nil)
 
 // Replace sets owner's contact list to contacts in one transaction.
-func (c *Contacts) Replace(ctx context.Context, owner string, contacts []string) error {
+func (c *contactStore) Replace(ctx context.Context, owner string, contacts []string) error {
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM presence_contacts WHERE owner_id = $1 AND NOT (contact_id = ANY($2))`, owner, contacts); err != nil {
 			return err
@@ -37,7 +37,7 @@ func (c *Contacts) Replace(ctx context.Context, owner string, contacts []string)
 }
 
 // List returns owner's contacts, sorted.
-func (c *Contacts) List(ctx context.Context, owner string) ([]string, error) {
+func (c *contactStore) List(ctx context.Context, owner string) ([]string, error) {
 	rows, err := c.pool.Query(ctx, `SELECT contact_id FROM presence_contacts WHERE owner_id = $1 ORDER BY contact_id`, owner)
 	if err != nil {
 		return nil, fmt.Errorf("presence: list contacts: %w", err)
@@ -53,7 +53,7 @@ func (c *Contacts) List(ctx context.Context, owner string) ([]string, error) {
 }
 
 // ContactsAmong returns the candidates on owner's list.
-func (c *Contacts) ContactsAmong(ctx context.Context, owner string, candidates []string) ([]string, error) {
+func (c *contactStore) ContactsAmong(ctx context.Context, owner string, candidates []string) ([]string, error) {
 	rows, err := c.pool.Query(ctx, `SELECT contact_id FROM presence_contacts WHERE owner_id = $1 AND contact_id = ANY($2)`, owner, candidates)
 	if err != nil {
 		return nil, fmt.Errorf("presence: check contacts: %w", err)

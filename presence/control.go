@@ -121,7 +121,7 @@ func (g *gateway) revalidate(lu *localUser) {
 	for i, s := range subs {
 		ids[i] = s.id
 	}
-	forbidden, err := g.mod.policy.Forbidden(ctx, Viewer{User: lu.id, Rooms: c.rooms}, ids)
+	forbidden, err := g.mod.policy.Forbidden(ctx, viewer{User: lu.id, Rooms: c.rooms}, ids)
 	if err != nil {
 		g.mod.log.Warn("presence: revalidate subscriptions", "err", err)
 		return

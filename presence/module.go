@@ -45,8 +45,8 @@ type Module struct {
 	st  *stateStore
 	f   *fanout
 	// Set by the parts serving users (gateway, read API).
-	contacts *Contacts
-	policy   Policy
+	contacts *contactStore
+	policy   policy
 	users    *auth.Verifier
 	sockets  *web.Sockets
 	gw       *gateway
@@ -135,7 +135,7 @@ func (m *Module) open(ctx context.Context, h module.Host) error {
 		return err
 	}
 	m.rdb, m.hub = rdb, hb
-	m.st = newStateStore(rdb, m.keys, m.cfg)
+	m.st = newStateStore(rdb, m.keys, m.cfg, hb.PublishCommand())
 	m.f = newFanout(hb, m.st, m.m, m.log, m.cfg.CoalesceTick)
 	return nil
 }
@@ -157,8 +157,8 @@ func (m *Module) openUsers(ctx context.Context, h module.Host) error {
 	if err != nil {
 		return err
 	}
-	m.users, m.contacts = users, NewContacts(pool)
-	policy, err := NewPolicy(m.cfg.Policy, m.contacts, m.st)
+	m.users, m.contacts = users, newContacts(pool)
+	policy, err := newPolicy(m.cfg.Policy, m.contacts, m.st)
 	if err != nil {
 		return err
 	}

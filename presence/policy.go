@@ -7,20 +7,20 @@ import (
 	"github.com/presenced/presenced/config"
 )
 
-// Viewer is who asks to see presence: the user and the rooms of their token.
-type Viewer struct {
+// viewer is who asks to see presence: the user and the rooms of their token.
+type viewer struct {
 	User  string
 	Rooms []string
 }
 
-// Policy decides whose presence a viewer may see.
-type Policy interface {
+// policy decides whose presence a viewer may see.
+type policy interface {
 	// Forbidden returns the subjects the viewer may not see.
-	Forbidden(ctx context.Context, v Viewer, subjects []string) ([]string, error)
+	Forbidden(ctx context.Context, v viewer, subjects []string) ([]string, error)
 }
 
-// ContactLister answers which candidates are on an owner's contact list.
-type ContactLister interface {
+// contactLister answers which candidates are on an owner's contact list.
+type contactLister interface {
 	ContactsAmong(ctx context.Context, owner string, candidates []string) ([]string, error)
 }
 
@@ -29,9 +29,9 @@ type roomIndex interface {
 	sharesRoom(ctx context.Context, rooms []string, subjects []string) ([]bool, error)
 }
 
-// NewPolicy builds the configured policy. contacts may be nil only for the
+// newPolicy builds the configured policy. contacts may be nil only for the
 // open policy.
-func NewPolicy(name string, contacts ContactLister, rooms roomIndex) (Policy, error) {
+func newPolicy(name string, contacts contactLister, rooms roomIndex) (policy, error) {
 	switch name {
 	case config.PresencePolicyOpen:
 		return openPolicy{}, nil
@@ -47,16 +47,16 @@ func NewPolicy(name string, contacts ContactLister, rooms roomIndex) (Policy, er
 // openPolicy lets every authenticated user see everyone.
 type openPolicy struct{}
 
-func (openPolicy) Forbidden(context.Context, Viewer, []string) ([]string, error) { return nil, nil }
+func (openPolicy) Forbidden(context.Context, viewer, []string) ([]string, error) { return nil, nil }
 
 // contactsPolicy shows a subject to a viewer who has it as a contact or
 // shares a room with it (rooms come from each user's latest token).
 type contactsPolicy struct {
-	contacts ContactLister
+	contacts contactLister
 	rooms    roomIndex
 }
 
-func (p *contactsPolicy) Forbidden(ctx context.Context, v Viewer, subjects []string) ([]string, error) {
+func (p *contactsPolicy) Forbidden(ctx context.Context, v viewer, subjects []string) ([]string, error) {
 	var rest []string
 	for _, s := range subjects {
 		if s != v.User {

@@ -1,6 +1,13 @@
 package presence
 
-import "encoding/json"
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"time"
+)
 
 // The wire protocol a client sees over /v1/presence/ws and the read API:
 // events, payloads, error and close codes. Clients and the load generator
@@ -101,4 +108,25 @@ type ErrorPayload struct {
 	Code    string   `json:"code"`
 	Message string   `json:"message"`
 	Users   []string `json:"users,omitempty"`
+}
+
+// Webhooks.
+
+// WebhookSignatureHeader carries "t=<unix seconds>,v1=<hex HMAC-SHA256 of
+// "<t>.<body>" keyed with presence.webhook.secret>".
+const WebhookSignatureHeader = "X-Presenced-Signature"
+
+// WebhookBody is the JSON body of one webhook delivery.
+type WebhookBody struct {
+	Events []Status `json:"events"`
+}
+
+// SignWebhook returns the signature header value for body sent at t.
+func SignWebhook(secret string, t time.Time, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts))
+	mac.Write([]byte("."))
+	mac.Write(body)
+	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
 }

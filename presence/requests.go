@@ -225,7 +225,7 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 		return
 	}
 	if op != subRemove {
-		forbidden, err := g.mod.policy.Forbidden(ctx, Viewer{User: c.user, Rooms: c.rooms}, ids)
+		forbidden, err := g.mod.policy.Forbidden(ctx, viewer{User: c.user, Rooms: c.rooms}, ids)
 		if err != nil {
 			c.failed(err, env.ID)
 			return
@@ -303,7 +303,7 @@ func (c *client) onNotify(ctx context.Context, env web.Envelope) {
 		c.sendError(web.CodeRateLimited, fmt.Sprintf("at most %d subscription changes per minute", c.g.cfg.SubscriptionChangesPerMinute), env.ID, nil)
 		return
 	}
-	forbidden, err := c.g.mod.policy.Forbidden(ctx, Viewer{User: c.user, Rooms: c.rooms}, []string{p.User})
+	forbidden, err := c.g.mod.policy.Forbidden(ctx, viewer{User: c.user, Rooms: c.rooms}, []string{p.User})
 	if err != nil {
 		c.failed(err, env.ID)
 		return

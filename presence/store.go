@@ -45,13 +45,10 @@ type stateStore struct {
 	pubCmd  string
 }
 
-func newStateStore(rdb redis.UniversalClient, k keys, cfg config.Presence) *stateStore {
-	s := &stateStore{rdb: rdb, keys: k, cfg: cfg, cluster: store.IsCluster(rdb), pubCmd: "PUBLISH"}
-	if s.cluster {
-		// Matches the hub, which listens with SSUBSCRIBE on a cluster.
-		s.pubCmd = "SPUBLISH"
-	}
-	return s
+// newStateStore publishes changes from its scripts with pubCmd, the hub's
+// (hub.PublishCommand).
+func newStateStore(rdb redis.UniversalClient, k keys, cfg config.Presence, pubCmd string) *stateStore {
+	return &stateStore{rdb: rdb, keys: k, cfg: cfg, cluster: store.IsCluster(rdb), pubCmd: pubCmd}
 }
 
 // stepResult is what one session step did to the user's status.

@@ -3,15 +3,11 @@ package presence
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -122,15 +118,6 @@ func newWebhookSender(m *Module) *webhookSender {
 	return &webhookSender{mod: m, c: c, client: &http.Client{Timeout: m.cfg.Webhook.Timeout}}
 }
 
-// WebhookSignatureHeader carries "t=<unix seconds>,v1=<hex HMAC-SHA256 of
-// "<t>.<body>" keyed with presence.webhook.secret>".
-const WebhookSignatureHeader = "X-Presenced-Signature"
-
-// webhookBody is the JSON body of one delivery.
-type webhookBody struct {
-	Events []Status `json:"events"`
-}
-
 func (s *webhookSender) run(ctx context.Context) error {
 	return s.c.loop(ctx, s.deliver)
 }
@@ -168,7 +155,7 @@ func (s *webhookSender) deliver(ctx context.Context, c *consumer, shard int, msg
 
 func (s *webhookSender) post(ctx context.Context, events []Status) bool {
 	cfg := s.mod.cfg.Webhook
-	body, _ := json.Marshal(webhookBody{Events: events})
+	body, _ := json.Marshal(WebhookBody{Events: events})
 	backoff := cfg.Backoff
 	for attempt := 1; attempt <= cfg.MaxAttempts; attempt++ {
 		err := s.send(ctx, body)
@@ -209,14 +196,4 @@ func (s *webhookSender) send(ctx context.Context, body []byte) error {
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}
 	return nil
-}
-
-// SignWebhook returns the signature header value for body sent at t.
-func SignWebhook(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(ts))
-	mac.Write([]byte("."))
-	mac.Write(body)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
 }

@@ -83,7 +83,7 @@ func BenchmarkFlush10k(b *testing.B) {
 // keys, one PFCOUNT) from Redis, bypassing the cache.
 func BenchmarkCount64Shards(b *testing.B) {
 	e := newEnv(b, envOpts{parts: []string{"count"}, cfg: func(v *cfgViewers) { v.Bucket = time.Hour; v.MaxPending = 1 << 22 }})
-	tier := Tier{Read: 64, Write: 64}
+	tier := shardTier{Read: 64, Write: 64}
 	setTier(b, e, "count-bench", tier)
 	addAll(b, e, "count-bench", hashes(8, 100_000), tier)
 	b.ReportAllocs()

@@ -175,7 +175,7 @@ func (c *controller) step(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	for hotel, rate := range rates {
-		if need := c.needed(rate); need > 1 && ValidHotel(hotel) {
+		if need := c.needed(rate); need > 1 && validHotel(hotel) {
 			if err := c.promote(ctx, hotel, need, rate); err != nil {
 				return err
 			}

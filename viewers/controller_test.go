@@ -71,7 +71,7 @@ func TestControllerPromotesAndDemotes(t *testing.T) {
 		return r == 16 && w == 16 && !pending
 	}, "writers follow")
 	require.GreaterOrEqual(t, time.Since(promotedAt), 400*time.Millisecond, "after the write delay")
-	testenv.Eventually(t, 5*time.Second, func() bool { return e.mod.tiers.get(hotel) == Tier{Read: 16, Write: 16} }, "processes see the new tier")
+	testenv.Eventually(t, 5*time.Second, func() bool { return e.mod.tiers.get(hotel) == shardTier{Read: 16, Write: 16} }, "processes see the new tier")
 	time.Sleep(300 * time.Millisecond) // writes now spread over 16 shards
 	e.flush()
 	requireNear(t, 30, e.countOf(hotel).Count)
@@ -122,7 +122,7 @@ func TestControllerRefusesToActBlind(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{parts: []string{"count"}})
 	hotel := fmt.Sprintf("blind-%d", time.Now().UnixNano())
-	setTier(t, e, hotel, Tier{Read: 16, Write: 16})
+	setTier(t, e, hotel, shardTier{Read: 16, Write: 16})
 	c := &controller{db: e.mod.db, rdb: e.rdb, keys: e.mod.keys, cfg: e.cfg, m: e.mod.m, log: e.mod.log}
 	for i := 0; i < 3; i++ {
 		require.NoError(t, c.step(t.Context(), time.Now().Add(time.Duration(i)*time.Hour)))

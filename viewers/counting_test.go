@@ -14,7 +14,7 @@ import (
 )
 
 // addAll feeds session hashes through the write path as heartbeats would.
-func addAll(t testing.TB, e *env, hotel string, hs []uint64, tier Tier) {
+func addAll(t testing.TB, e *env, hotel string, hs []uint64, tier shardTier) {
 	t.Helper()
 	now := time.Now()
 	for _, h := range hs {
@@ -51,24 +51,24 @@ func TestAccuracyAcrossTierChanges(t *testing.T) {
 	requireNear(t, 10_000, e.countOf(hotel).Count)
 
 	// Readers first: the writers still use one shard.
-	setTier(t, e, hotel, Tier{Read: 16, Write: 1})
+	setTier(t, e, hotel, shardTier{Read: 16, Write: 1})
 	requireNear(t, 10_000, e.countOf(hotel).Count)
 	addAll(t, e, hotel, hs[5_000:12_000], e.mod.tiers.get(hotel))
 	requireNear(t, 12_000, e.countOf(hotel).Count)
 
 	// Writers follow; the same sessions now land on other shards.
-	setTier(t, e, hotel, Tier{Read: 16, Write: 16})
+	setTier(t, e, hotel, shardTier{Read: 16, Write: 16})
 	addAll(t, e, hotel, hs[:15_000], e.mod.tiers.get(hotel))
 	requireNear(t, 15_000, e.countOf(hotel).Count)
 
-	setTier(t, e, hotel, Tier{Read: 64, Write: 64})
+	setTier(t, e, hotel, shardTier{Read: 64, Write: 64})
 	addAll(t, e, hotel, hs, e.mod.tiers.get(hotel))
 	got := e.countOf(hotel).Count
 	t.Logf("20000 sessions over tiers 1, 16, 64: count %d", got)
 	requireNear(t, 20_000, got)
 
 	// Demotion: writers back to one shard, readers still union 64.
-	setTier(t, e, hotel, Tier{Read: 64, Write: 1})
+	setTier(t, e, hotel, shardTier{Read: 64, Write: 1})
 	addAll(t, e, hotel, hs[:100], e.mod.tiers.get(hotel))
 	requireNear(t, 20_000, e.countOf(hotel).Count)
 	n, err := e.rdb.Exists(t.Context(), e.mod.keys.hll(hotel, bucketOf(time.Now(), e.cfg.Bucket), 63)).Result()
@@ -77,7 +77,7 @@ func TestAccuracyAcrossTierChanges(t *testing.T) {
 }
 
 // setTier writes the tier table as the controller would and reloads it.
-func setTier(t testing.TB, e *env, hotel string, tier Tier) {
+func setTier(t testing.TB, e *env, hotel string, tier shardTier) {
 	t.Helper()
 	db := testenv.Postgres(t)
 	target := tier.Read
@@ -131,7 +131,7 @@ func TestClusterKeepsAHotelInOneSlot(t *testing.T) {
 	cl := testenv.RedisCluster(t)
 	e := newEnv(t, envOpts{rdb: cl, cfg: func(v *cfgViewers) { v.Bucket = time.Hour }})
 	ctx := t.Context()
-	tier := Tier{Read: 64, Write: 64}
+	tier := shardTier{Read: 64, Write: 64}
 	for h := 0; h < 3; h++ {
 		hotel := fmt.Sprintf("cluster-%d", h)
 		setTier(t, e, hotel, tier)

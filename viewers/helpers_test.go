@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,7 +163,6 @@ func (e *env) stop() {
 type client struct {
 	e    *env
 	http *http.Client
-	ip   string
 }
 
 func (e *env) client() *client {
@@ -296,5 +294,3 @@ func hashes(seed uint64, n int) []uint64 {
 	}
 	return out
 }
-
-var uniq atomic.Int64

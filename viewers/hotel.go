@@ -1,13 +1,13 @@
 package viewers
 
-// MaxHotelID is the longest hotel id accepted.
-const MaxHotelID = 64
+// maxHotelID is the longest hotel id accepted.
+const maxHotelID = 64
 
-// ValidHotel tells whether id is an acceptable hotel id: 1 to 64 characters
+// validHotel tells whether id is an acceptable hotel id: 1 to 64 characters
 // of letters, digits, '-', '_' and '.'. The charset keeps ids safe inside
 // Redis keys (no ':' or hash-tag braces) and inside URLs.
-func ValidHotel(id string) bool {
-	if len(id) == 0 || len(id) > MaxHotelID {
+func validHotel(id string) bool {
+	if len(id) == 0 || len(id) > maxHotelID {
 		return false
 	}
 	for i := 0; i < len(id); i++ {

@@ -21,7 +21,7 @@ const badHotel = "hotel id must be 1 to 64 letters, digits, '-', '_' or '.'"
 // the counting store is failing. The body is ignored.
 func (mod *Module) heartbeat(c echo.Context) error {
 	hotel := c.Param("hotel")
-	if !ValidHotel(hotel) {
+	if !validHotel(hotel) {
 		mod.m.heartbeats.WithLabelValues("invalid").Inc()
 		return web.BadRequest(badHotel)
 	}
@@ -107,7 +107,7 @@ func rateLimited(wait time.Duration, format string, args ...any) error {
 // count is GET /v1/viewers/{hotel}/count.
 func (mod *Module) count(c echo.Context) error {
 	hotel := c.Param("hotel")
-	if !ValidHotel(hotel) {
+	if !validHotel(hotel) {
 		return web.BadRequest(badHotel)
 	}
 	res, err := mod.counter.get(hotel)
@@ -146,7 +146,7 @@ func etagMatch(header, etag string) bool {
 // of this region's current window, for peer regions to merge.
 func (mod *Module) bundle(c echo.Context) error {
 	hotel := c.Param("hotel")
-	if !ValidHotel(hotel) {
+	if !validHotel(hotel) {
 		return web.BadRequest(badHotel)
 	}
 	blob, asOf, err := mod.counter.bundle(c.Request().Context(), hotel)

@@ -31,7 +31,7 @@ func (s *sseMember) transport() string { return "sse" }
 // with the current count, then a count:updated event per change.
 func (mod *Module) stream(c echo.Context) error {
 	hotel := c.Param("hotel")
-	if !ValidHotel(hotel) {
+	if !validHotel(hotel) {
 		return web.BadRequest(badHotel)
 	}
 	mem := &sseMember{q: mod.feeds.hub.NewQueue(16), hotel: hotel}
@@ -137,7 +137,7 @@ func (mod *Module) handleFrame(ctx context.Context, cl *wsClient, env web.Envelo
 		return &web.ProtocolError{Code: web.CodeBadPayload, Message: env.Event + ": hotels must list at least one hotel id"}
 	}
 	for _, h := range p.Hotels {
-		if !ValidHotel(h) {
+		if !validHotel(h) {
 			return &web.ProtocolError{Code: web.CodeBadPayload, Message: env.Event + ": " + badHotel}
 		}
 	}

@@ -59,14 +59,13 @@ type Module struct {
 	log        *slog.Logger
 
 	// Set by the first part to start.
-	rdb      redis.UniversalClient
-	db       *pgxpool.Pool
-	tiers    *tierCache
-	writer   *writer
-	counter  *counter
-	feeds    *feeds
-	sock     *web.Sockets
-	tiersRun bool
+	rdb     redis.UniversalClient
+	db      *pgxpool.Pool
+	tiers   *tierCache
+	writer  *writer
+	counter *counter
+	feeds   *feeds
+	sock    *web.Sockets
 	// Set by the heartbeat part.
 	ring     *keyring.Ring
 	deny     *denylist

@@ -52,11 +52,11 @@ func decodeRecords(blob []byte, n int) ([]hbRecord, error) {
 	out := make([]hbRecord, 0, n)
 	for len(blob) > 0 {
 		l := int(blob[0])
-		if l == 0 || l > MaxHotelID || len(blob) < 1+l+33 {
+		if l == 0 || l > maxHotelID || len(blob) < 1+l+33 {
 			return nil, errBadRecord
 		}
 		r := hbRecord{hotel: string(blob[1 : 1+l])}
-		if !ValidHotel(r.hotel) {
+		if !validHotel(r.hotel) {
 			return nil, errBadRecord
 		}
 		p := blob[1+l:]

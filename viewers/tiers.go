@@ -11,22 +11,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Tier is a hotel's shard count for reads and for writes, each 1, 16 or 64.
+// shardTier is a hotel's shard count for reads and for writes, each 1, 16 or 64.
 // Readers always cover writers, so a count unions max(Read, Write) shards.
-type Tier struct {
+type shardTier struct {
 	Read, Write int
 }
 
 // readShards is how many shards a count must union.
-func (t Tier) readShards() int { return max(t.Read, t.Write) }
+func (t shardTier) readShards() int { return max(t.Read, t.Write) }
 
 // hot hotels flush more often.
-func (t Tier) hot() bool { return t.Read > 1 || t.Write > 1 }
+func (t shardTier) hot() bool { return t.Read > 1 || t.Write > 1 }
 
-var baseTier = Tier{Read: 1, Write: 1}
-
-// validTier tells whether n is a shard count the table allows.
-func validTier(n int) bool { return n == 1 || n == 16 || n == 64 }
+var baseTier = shardTier{Read: 1, Write: 1}
 
 // tierCache holds every hot hotel's tier, re-read from PostgreSQL every
 // tier_cache_ttl. A hotel absent from it has one shard. Reads are one
@@ -39,18 +36,18 @@ type tierCache struct {
 	log *slog.Logger
 	m   *metrics
 
-	snap   atomic.Pointer[map[string]Tier]
+	snap   atomic.Pointer[map[string]shardTier]
 	loaded atomic.Bool
 }
 
 func newTierCache(db *pgxpool.Pool, ttl time.Duration, m *metrics, log *slog.Logger) *tierCache {
 	t := &tierCache{db: db, ttl: ttl, log: log, m: m}
-	empty := map[string]Tier{}
+	empty := map[string]shardTier{}
 	t.snap.Store(&empty)
 	return t
 }
 
-func (t *tierCache) get(hotel string) Tier {
+func (t *tierCache) get(hotel string) shardTier {
 	if v, ok := (*t.snap.Load())[hotel]; ok {
 		return v
 	}
@@ -64,7 +61,7 @@ func (t *tierCache) refresh(ctx context.Context) error {
 		return fmt.Errorf("load tiers: %w", err)
 	}
 	defer rows.Close()
-	next := map[string]Tier{}
+	next := map[string]shardTier{}
 	byTier := map[int]int{16: 0, 64: 0}
 	for rows.Next() {
 		var id string
@@ -72,7 +69,7 @@ func (t *tierCache) refresh(ctx context.Context) error {
 		if err := rows.Scan(&id, &r, &w); err != nil {
 			return fmt.Errorf("load tiers: %w", err)
 		}
-		next[id] = Tier{Read: int(r), Write: int(w)}
+		next[id] = shardTier{Read: int(r), Write: int(w)}
 		byTier[int(r)]++
 	}
 	if err := rows.Err(); err != nil {

@@ -128,7 +128,7 @@ func newWriter(rdb redis.UniversalClient, k keys, c writerConfig, m *metrics, lo
 }
 
 // add buffers one heartbeat of session hash for hotel.
-func (w *writer) add(hotel string, hash uint64, tier Tier, now time.Time) error {
+func (w *writer) add(hotel string, hash uint64, tier shardTier, now time.Time) error {
 	if !w.healthy.Load() {
 		return errWriteDown
 	}

@@ -38,7 +38,7 @@ func (m *Module) Release(ctx context.Context, event, user string) error {
 	return v.Release(ctx, event, user)
 }
 
-func (m *Module) started() (*Verifier, error) {
+func (m *Module) started() (*passVerifier, error) {
 	if m.verifier == nil {
 		return nil, fmt.Errorf("%w: the verify part is not started in this process", ErrUnavailable)
 	}

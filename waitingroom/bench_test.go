@@ -62,7 +62,7 @@ func BenchmarkTickMillionQueue(b *testing.B) {
 	}{{"batch10", 10, false}, {"batch1000", 1000, false}, {"stale-head", 10, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			bb := setup(b, testenv.Redis(b), nil)
-			bb.openRoom(b, "ev", Settings{Capacity: MaxCapacity, Batch: c.batch, HeartbeatTimeoutSeconds: 60})
+			bb.openRoom(b, "ev", Settings{Capacity: maxCapacity, Batch: c.batch, HeartbeatTimeoutSeconds: 60})
 			fill(b, bb, "ev", 1_000_000, userID12, c.stale)
 			ctx := context.Background()
 			opts := bb.tickOptions(0)

@@ -43,8 +43,8 @@ type bundle struct {
 	cfg    config.Waitingroom
 	ring   *keyring.Ring
 	mod    *Module
-	line   *Line
-	ticker *Ticker
+	line   *lineStore
+	ticker *admissionTicker
 	reg    *prometheus.Registry
 	srv    *web.Server
 	host   *moduletest.Host
@@ -96,7 +96,7 @@ func newBundle(t testing.TB, rdb redis.UniversalClient, prefix string, ring *key
 	host := moduletest.New(t, srv, moduletest.Stores{Redis: rdb, Hub: h, Users: users, APIKey: testAPIKey})
 	require.NoError(t, m.StartVerify(context.Background(), host))
 	if ring.CanSign() { // tests issue passes without mounting the admit plane
-		m.issuer, err = NewIssuer(ring, cfg.PassTTL)
+		m.issuer, err = newPassIssuer(ring, cfg.PassTTL)
 		require.NoError(t, err)
 	}
 	ticker := newTicker(rdb, m.line, h, cfg, m.metrics, testenv.Logger())
@@ -143,7 +143,7 @@ func (b *bundle) openRoom(t testing.TB, event string, s Settings) {
 	require.NoError(t, b.line.PutSettings(context.Background(), event, s))
 }
 
-func (b *bundle) join(t testing.TB, event, user string) Place {
+func (b *bundle) join(t testing.TB, event, user string) placeInLine {
 	t.Helper()
 	_, p, err := b.line.Join(context.Background(), event, user)
 	require.NoError(t, err)
@@ -151,15 +151,15 @@ func (b *bundle) join(t testing.TB, event, user string) Place {
 }
 
 // tick runs one tick of event as a worker would, without the period guard.
-func (b *bundle) tick(t testing.TB, event string) TickResult {
+func (b *bundle) tick(t testing.TB, event string) tickResult {
 	t.Helper()
 	r, err := b.line.Tick(context.Background(), event, b.tickOptions(0))
 	require.NoError(t, err)
 	return r
 }
 
-func (b *bundle) tickOptions(minGap time.Duration) TickOptions {
-	return TickOptions{MinGap: minGap, CleanupLimit: b.cfg.CleanupLimit, OutageGap: time.Hour, Window: b.cfg.ETAWindow}
+func (b *bundle) tickOptions(minGap time.Duration) tickOptions {
+	return tickOptions{MinGap: minGap, CleanupLimit: b.cfg.CleanupLimit, OutageGap: time.Hour, Window: b.cfg.ETAWindow}
 }
 
 // redisNow is the Redis clock in ms.

@@ -28,7 +28,7 @@ type handlers struct {
 
 func (h *handlers) requireEvent(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if !ValidEvent(c.Param("event")) {
+		if !validEvent(c.Param("event")) {
 			return web.BadRequest("the event id must be 1 to 64 letters, digits, '.', '_' or '-'")
 		}
 		return next(c)
@@ -50,7 +50,7 @@ func (h *handlers) storeCtx(c echo.Context) (context.Context, context.CancelFunc
 // fail maps a store error to the answer: 404 for a missing waiting room,
 // otherwise a retryable 503 (fail closed).
 func (h *handlers) fail(op string, err error) error {
-	if errors.Is(err, ErrNoRoom) {
+	if errors.Is(err, errNoRoom) {
 		h.m.metrics.requests.WithLabelValues(op, "no_room").Inc()
 		return web.Errorf(http.StatusNotFound, CodeNoRoom, "this event has no waiting room")
 	}
@@ -61,7 +61,7 @@ func (h *handlers) fail(op string, err error) error {
 }
 
 // place answers a join or status with the user's place or pass.
-func (h *handlers) place(c echo.Context, op string, room Room, p Place, user string) error {
+func (h *handlers) place(c echo.Context, op string, room roomState, p placeInLine, user string) error {
 	h.m.metrics.requests.WithLabelValues(op, p.State).Inc()
 	switch p.State {
 	case StateAdmitted:
@@ -213,7 +213,7 @@ func (h *handlers) clientFrame(conn *web.Conn, event, user string, msg []byte) {
 	room, p, err := h.m.line.Status(ctx, event, user)
 	cancel()
 	switch {
-	case errors.Is(err, ErrNoRoom):
+	case errors.Is(err, errNoRoom):
 		conn.SendAndClose(web.ErrorFrame(CodeNoRoom, "this event has no waiting room", env.ID), websocket.CloseNormalClosure, CodeNoRoom)
 	case err != nil:
 		h.m.metrics.storeErrors.WithLabelValues("status").Inc()
@@ -244,7 +244,7 @@ func (h *handlers) putSettings(c echo.Context) error {
 	ctx, cancel := h.storeCtx(c)
 	defer cancel()
 	next, created, err := h.m.line.UpdateSettings(ctx, event, h.m.defaults(), patch.apply)
-	var invalid *InvalidSettingsError
+	var invalid *invalidSettingsError
 	if errors.As(err, &invalid) {
 		return web.Errorf(http.StatusUnprocessableEntity, "invalid_settings", "%v", invalid.Err)
 	}

@@ -9,7 +9,7 @@ import (
 // Checkout leases, read on Redis's clock; the Verifier's store side.
 
 // LeaseExpiry answers when user's live lease for event ends, or zero.
-func (l *Line) LeaseExpiry(ctx context.Context, event, user string) (time.Time, error) {
+func (l *lineStore) LeaseExpiry(ctx context.Context, event, user string) (time.Time, error) {
 	ms, err := leaseCheckScript.Run(ctx, l.rdb, []string{keysOf(l.keys, event).leases}, user).Int64()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("waitingroom lease: %w", err)
@@ -22,7 +22,7 @@ func (l *Line) LeaseExpiry(ctx context.Context, event, user string) (time.Time, 
 
 // ExtendLease moves a live lease's expiry to d from now; it reports false
 // when there is no live lease.
-func (l *Line) ExtendLease(ctx context.Context, event, user string, d time.Duration) (bool, error) {
+func (l *lineStore) ExtendLease(ctx context.Context, event, user string, d time.Duration) (bool, error) {
 	ms, err := leaseExtendScript.Run(ctx, l.rdb, []string{keysOf(l.keys, event).leases}, user, d.Milliseconds()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("waitingroom extend lease: %w", err)
@@ -31,7 +31,7 @@ func (l *Line) ExtendLease(ctx context.Context, event, user string, d time.Durat
 }
 
 // ReleaseLease ends user's lease; releasing twice is harmless.
-func (l *Line) ReleaseLease(ctx context.Context, event, user string) error {
+func (l *lineStore) ReleaseLease(ctx context.Context, event, user string) error {
 	if err := l.rdb.ZRem(ctx, keysOf(l.keys, event).leases, user).Err(); err != nil {
 		return fmt.Errorf("waitingroom release lease: %w", err)
 	}

@@ -39,8 +39,8 @@ var (
 	leaseExtendScript = store.NewScript("waitingroom_lease_extend", leaseExtendLua)
 )
 
-// ErrNoRoom: the event has no waiting room (none was configured).
-var ErrNoRoom = errors.New("waitingroom: no waiting room for this event")
+// errNoRoom: the event has no waiting room (none was configured).
+var errNoRoom = errors.New("waitingroom: no waiting room for this event")
 
 // eventKeys are the Redis keys of one event's waiting room. They share the
 // event's hash tag, so every script runs on one Cluster slot.
@@ -69,21 +69,21 @@ func (k eventKeys) all() []string {
 	return []string{k.queue, k.heartbeats, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins}
 }
 
-// Line keeps the waiting rooms of every event in Redis.
-type Line struct {
+// lineStore keeps the waiting rooms of every event in Redis.
+type lineStore struct {
 	rdb  redis.UniversalClient
 	keys store.Keyspace
 	// registry holds the set of events the workers tick and its version.
 	registry store.EntityKeys
 }
 
-// NewLine returns the waiting rooms kept in rdb under keys.
-func NewLine(rdb redis.UniversalClient, keys store.Keyspace) *Line {
-	return &Line{rdb: rdb, keys: keys, registry: keys.Global("waitingroom")}
+// newLineStore returns the waiting rooms kept in rdb under keys.
+func newLineStore(rdb redis.UniversalClient, keys store.Keyspace) *lineStore {
+	return &lineStore{rdb: rdb, keys: keys, registry: keys.Global("waitingroom")}
 }
 
-// Room is what a join or position answer needs to know about the event.
-type Room struct {
+// roomState is what a join or position answer needs to know about the event.
+type roomState struct {
 	Now      time.Time // Redis's clock
 	Capacity int
 	Batch    int
@@ -98,8 +98,8 @@ type Room struct {
 	CohortMax int64
 }
 
-// Place is one user's standing in a waiting room.
-type Place struct {
+// placeInLine is one user's standing in a waiting room.
+type placeInLine struct {
 	State string // StateQueued, StateAdmitted or StateAbsent
 	// Rank is the number of entries ahead (queued only).
 	Rank int64
@@ -109,53 +109,46 @@ type Place struct {
 	LeaseExpiry time.Time
 }
 
-// States of a Place.
-const (
-	StateQueued   = "queued"
-	StateAdmitted = "admitted"
-	StateAbsent   = "absent"
-)
-
 // Join puts user in line (or keeps their place) and answers their place.
-func (l *Line) Join(ctx context.Context, event, user string) (Room, Place, error) {
+func (l *lineStore) Join(ctx context.Context, event, user string) (roomState, placeInLine, error) {
 	return l.place(ctx, event, user, "join")
 }
 
 // Status answers user's place and refreshes their heartbeat, without
 // joining.
-func (l *Line) Status(ctx context.Context, event, user string) (Room, Place, error) {
+func (l *lineStore) Status(ctx context.Context, event, user string) (roomState, placeInLine, error) {
 	return l.place(ctx, event, user, "status")
 }
 
-func (l *Line) place(ctx context.Context, event, user, mode string) (Room, Place, error) {
+func (l *lineStore) place(ctx context.Context, event, user, mode string) (roomState, placeInLine, error) {
 	k := keysOf(l.keys, event)
 	res, err := joinScript.Run(ctx, l.rdb, []string{k.queue, k.heartbeats, k.leases, k.sequence, k.settings, k.state}, user, mode).Slice()
 	if err != nil {
-		return Room{}, Place{}, fmt.Errorf("waitingroom %s: %w", mode, err)
+		return roomState{}, placeInLine{}, fmt.Errorf("waitingroom %s: %w", mode, err)
 	}
 	if len(res) == 0 || str(res[0]) == "none" {
-		return Room{}, Place{}, ErrNoRoom
+		return roomState{}, placeInLine{}, errNoRoom
 	}
 	if len(res) < 3+roomFields {
-		return Room{}, Place{}, fmt.Errorf("waitingroom %s: short reply", mode)
+		return roomState{}, placeInLine{}, fmt.Errorf("waitingroom %s: short reply", mode)
 	}
 	room, err := roomFrom(res[3 : 3+roomFields])
 	if err != nil {
-		return Room{}, Place{}, err
+		return roomState{}, placeInLine{}, err
 	}
 	return room, placeFrom(room, str(res[0]), res[1], str(res[2])), nil
 }
 
-func placeFrom(room Room, kind string, value any, score string) Place {
+func placeFrom(room roomState, kind string, value any, score string) placeInLine {
 	switch kind {
 	case StateAdmitted:
-		return Place{State: StateAdmitted, LeaseExpiry: time.UnixMilli(int64(num(value)))}
+		return placeInLine{State: StateAdmitted, LeaseExpiry: time.UnixMilli(int64(num(value)))}
 	case StateQueued:
 		sc, _ := strconv.ParseFloat(score, 64)
 		undrawn := room.Mode == ModeLottery && !room.Drawn && !room.OpenAt.IsZero() && sc > 0 && sc <= float64(room.CohortMax)
-		return Place{State: StateQueued, Rank: int64(num(value)), Undrawn: undrawn}
+		return placeInLine{State: StateQueued, Rank: int64(num(value)), Undrawn: undrawn}
 	}
-	return Place{State: StateAbsent}
+	return placeInLine{State: StateAbsent}
 }
 
 // roomFields is the length of the room header of join and positions
@@ -163,11 +156,11 @@ func placeFrom(room Room, kind string, value any, score string) Place {
 // cohort}.
 const roomFields = 10
 
-func roomFrom(v []any) (Room, error) {
+func roomFrom(v []any) (roomState, error) {
 	if len(v) < roomFields {
-		return Room{}, errors.New("waitingroom: short reply")
+		return roomState{}, errors.New("waitingroom: short reply")
 	}
-	r := Room{
+	r := roomState{
 		Now:       time.UnixMilli(int64(num(v[0]))),
 		Capacity:  int(num(v[1])),
 		Batch:     int(num(v[2])),
@@ -186,7 +179,7 @@ func roomFrom(v []any) (Room, error) {
 
 // Places answers the places of many users at once and refreshes the
 // heartbeats of those queued. It returns ErrNoRoom when the room is gone.
-func (l *Line) Places(ctx context.Context, event string, users []string) (Room, []Place, error) {
+func (l *lineStore) Places(ctx context.Context, event string, users []string) (roomState, []placeInLine, error) {
 	k := keysOf(l.keys, event)
 	args := make([]any, len(users))
 	for i, u := range users {
@@ -194,19 +187,19 @@ func (l *Line) Places(ctx context.Context, event string, users []string) (Room, 
 	}
 	res, err := positionsScript.Run(ctx, l.rdb, []string{k.queue, k.heartbeats, k.leases, k.settings, k.state}, args...).Slice()
 	if err != nil {
-		return Room{}, nil, fmt.Errorf("waitingroom positions: %w", err)
+		return roomState{}, nil, fmt.Errorf("waitingroom positions: %w", err)
 	}
 	if len(res) == 0 {
-		return Room{}, nil, ErrNoRoom
+		return roomState{}, nil, errNoRoom
 	}
 	if len(res) != roomFields+3*len(users) {
-		return Room{}, nil, errors.New("waitingroom positions: reply does not match the users")
+		return roomState{}, nil, errors.New("waitingroom positions: reply does not match the users")
 	}
 	room, err := roomFrom(res[:roomFields])
 	if err != nil {
-		return Room{}, nil, err
+		return roomState{}, nil, err
 	}
-	places := make([]Place, len(users))
+	places := make([]placeInLine, len(users))
 	for i := range users {
 		at := roomFields + 3*i
 		kind, value, score := res[at], res[at+1], str(res[at+2])
@@ -216,14 +209,14 @@ func (l *Line) Places(ctx context.Context, event string, users []string) (Room, 
 		case 2:
 			places[i] = placeFrom(room, StateAdmitted, value, score)
 		default:
-			places[i] = Place{State: StateAbsent}
+			places[i] = placeInLine{State: StateAbsent}
 		}
 	}
 	return room, places, nil
 }
 
 // Leave takes user out of line and gives up their lease, if any.
-func (l *Line) Leave(ctx context.Context, event, user string) error {
+func (l *lineStore) Leave(ctx context.Context, event, user string) error {
 	k := keysOf(l.keys, event)
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZRem(ctx, k.queue, user)
@@ -237,16 +230,16 @@ func (l *Line) Leave(ctx context.Context, event, user string) error {
 	return nil
 }
 
-// TickOptions are the worker's side of a tick.
-type TickOptions struct {
+// tickOptions are the worker's side of a tick.
+type tickOptions struct {
 	MinGap       time.Duration // ticks of one event closer than this are skipped
 	CleanupLimit int
 	OutageGap    time.Duration // a gap this long credits heartbeats
 	Window       time.Duration // span of the admission-rate estimate
 }
 
-// TickResult is what one tick did.
-type TickResult struct {
+// tickResult is what one tick did.
+type tickResult struct {
 	Status    string // ok, skip, gone, paused, closed, draw
 	Now       time.Time
 	Capacity  int
@@ -259,18 +252,18 @@ type TickResult struct {
 }
 
 // Tick runs one admission tick of event.
-func (l *Line) Tick(ctx context.Context, event string, o TickOptions) (TickResult, error) {
+func (l *lineStore) Tick(ctx context.Context, event string, o tickOptions) (tickResult, error) {
 	k := keysOf(l.keys, event)
 	res, err := tickScript.Run(ctx, l.rdb,
 		[]string{k.queue, k.heartbeats, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins},
 		o.MinGap.Milliseconds(), o.CleanupLimit, o.OutageGap.Milliseconds(), o.Window.Milliseconds()).Slice()
 	if err != nil {
-		return TickResult{}, fmt.Errorf("waitingroom tick %s: %w", event, err)
+		return tickResult{}, fmt.Errorf("waitingroom tick %s: %w", event, err)
 	}
 	if len(res) < 2 {
-		return TickResult{}, fmt.Errorf("waitingroom tick %s: short reply", event)
+		return tickResult{}, fmt.Errorf("waitingroom tick %s: short reply", event)
 	}
-	r := TickResult{Status: str(res[0]), Now: time.UnixMilli(int64(num(res[1])))}
+	r := tickResult{Status: str(res[0]), Now: time.UnixMilli(int64(num(res[1])))}
 	if len(res) < 8 {
 		return r, nil
 	}
@@ -288,7 +281,7 @@ func (l *Line) Tick(ctx context.Context, event string, o TickOptions) (TickResul
 
 // Draw runs one step of the lottery draw with the given random keys. It
 // reports how many entries were drawn and whether the draw is complete.
-func (l *Line) Draw(ctx context.Context, event string, keys []int64) (int, bool, error) {
+func (l *lineStore) Draw(ctx context.Context, event string, keys []int64) (int, bool, error) {
 	k := keysOf(l.keys, event)
 	args := make([]any, len(keys))
 	for i, v := range keys {

@@ -24,7 +24,7 @@ func TestJoinKeepsPlaceOnRejoin(t *testing.T) {
 		b := setup(t, rdb, nil)
 		ctx := context.Background()
 		_, _, err := b.line.Join(ctx, "nosuch", "u")
-		require.ErrorIs(t, err, ErrNoRoom)
+		require.ErrorIs(t, err, errNoRoom)
 
 		b.openRoom(t, "ev", Settings{})
 		for i, u := range []string{"a", "b", "c"} {
@@ -483,10 +483,10 @@ func TestSettingsValidation(t *testing.T) {
 		require.Error(t, s.Validate(), name)
 	}
 	for _, ok := range []string{"a", "ev-2025.final_1", "A1"} {
-		require.True(t, ValidEvent(ok), ok)
+		require.True(t, validEvent(ok), ok)
 	}
 	for _, bad := range []string{"", "-a", "a{b}", "a b", "a/b", string(make([]byte, 65))} {
-		require.False(t, ValidEvent(bad), bad)
+		require.False(t, validEvent(bad), bad)
 	}
 	keys := []int{}
 	for s := 0; s < 1000; s++ {
@@ -529,7 +529,7 @@ func TestUpdateSettingsIsAtomic(t *testing.T) {
 			s.Batch = 0
 			return s, s.Validate()
 		})
-		var invalid *InvalidSettingsError
+		var invalid *invalidSettingsError
 		require.ErrorAs(t, err, &invalid)
 		s2, err := b.line.Settings(ctx, "ev")
 		require.NoError(t, err)

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -51,11 +50,11 @@ type Module struct {
 	metrics  *metrics
 	log      *slog.Logger
 
-	line     *Line
-	hub      Hub
+	line     *lineStore
+	hub      pubsub
 	ring     *keyring.Ring
-	issuer   *Issuer // the admit plane's
-	verifier *Verifier
+	issuer   *passIssuer // the admit plane's
+	verifier *passVerifier
 	rooms    *rooms
 	sockets  *web.Sockets
 }
@@ -110,7 +109,7 @@ func (m *Module) StartAdmit(ctx context.Context, h module.Host) error {
 	if err != nil {
 		return err
 	}
-	if m.issuer, err = NewIssuer(ring, m.cfg.PassTTL); err != nil {
+	if m.issuer, err = newPassIssuer(ring, m.cfg.PassTTL); err != nil {
 		return fmt.Errorf("the admit plane signs passes: %w", err)
 	}
 	if m.hub, err = h.Hub(ctx); err != nil {
@@ -163,7 +162,7 @@ func (m *Module) open(ctx context.Context, h module.Host) error {
 	if err != nil {
 		return err
 	}
-	m.line = NewLine(rdb, m.keys)
+	m.line = newLineStore(rdb, m.keys)
 	return nil
 }
 
@@ -179,34 +178,8 @@ func (m *Module) keyring() (*keyring.Ring, error) {
 	return ring, nil
 }
 
-// Answers of join, status and the socket.
-
-// queuedAnswer is the place of someone in line.
-type queuedAnswer struct {
-	State string `json:"state"` // "queued"
-	// Position is 1 for the head of the line; null while a lottery has not
-	// been drawn.
-	Position   *int64 `json:"position"`
-	AheadOfYou *int64 `json:"aheadOfYou"`
-	// EtaSeconds estimates the wait from the measured admission rate; null
-	// when there is no basis (paused, no capacity).
-	EtaSeconds    *int64     `json:"etaSeconds"`
-	EtaIsEstimate bool       `json:"etaIsEstimate"`
-	Paused        bool       `json:"paused,omitempty"`
-	OpensAt       *time.Time `json:"opensAt,omitempty"`
-	// Lottery is "pending" for an entry whose order is drawn at opening.
-	Lottery string `json:"lottery,omitempty"`
-}
-
-// admittedAnswer carries the pass of someone admitted.
-type admittedAnswer struct {
-	State     string    `json:"state"` // "admitted"
-	Pass      string    `json:"pass"`
-	ExpiresAt time.Time `json:"expiresAt"`
-}
-
-func (m *Module) queuedAnswer(room Room, p Place) queuedAnswer {
-	a := queuedAnswer{State: StateQueued, EtaIsEstimate: true, Paused: room.Paused}
+func (m *Module) queuedAnswer(room roomState, p placeInLine) QueuedAnswer {
+	a := QueuedAnswer{State: StateQueued, EtaIsEstimate: true, Paused: room.Paused}
 	if !room.OpenAt.IsZero() && room.Now.Before(room.OpenAt) {
 		at := room.OpenAt.UTC()
 		a.OpensAt = &at
@@ -226,7 +199,7 @@ func (m *Module) queuedAnswer(room Room, p Place) queuedAnswer {
 // the pace the settings allow (a batch per tick until capacity is full,
 // then capacity per lease). It cannot know how long people ahead linger in
 // checkout: an estimate, never a promise.
-func (m *Module) estimate(room Room, ahead int64) *int64 {
+func (m *Module) estimate(room roomState, ahead int64) *int64 {
 	if room.Paused || room.Capacity <= 0 {
 		return nil
 	}
@@ -246,16 +219,16 @@ func (m *Module) estimate(room Room, ahead int64) *int64 {
 	return &v
 }
 
-func (m *Module) admitted(event, user string, room Room, p Place) (admittedAnswer, error) {
+func (m *Module) admitted(event, user string, room roomState, p placeInLine) (AdmittedAnswer, error) {
 	pass, exp, err := m.issuer.Issue(event, user, p.LeaseExpiry, room.Now)
 	if err != nil {
-		return admittedAnswer{}, err
+		return AdmittedAnswer{}, err
 	}
 	m.metrics.passes.Inc()
-	return admittedAnswer{State: StateAdmitted, Pass: pass, ExpiresAt: exp.UTC()}, nil
+	return AdmittedAnswer{State: StateAdmitted, Pass: pass, ExpiresAt: exp.UTC()}, nil
 }
 
-func (m *Module) admittedFrame(event, user string, room Room, p Place, correlationID string) ([]byte, error) {
+func (m *Module) admittedFrame(event, user string, room roomState, p placeInLine, correlationID string) ([]byte, error) {
 	a, err := m.admitted(event, user, room, p)
 	if err != nil {
 		return nil, fmt.Errorf("waitingroom: %w", err)

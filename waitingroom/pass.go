@@ -25,38 +25,38 @@ var (
 	ErrUnavailable = errors.New("waitingroom: lease store unavailable")
 )
 
-// PassClaims are the claims of an admission pass.
-type PassClaims struct {
+// passClaims are the claims of an admission pass.
+type passClaims struct {
 	jwt.RegisteredClaims
 	// Event is the event the pass admits to.
 	Event string `json:"evt"`
 }
 
-// Issuer signs passes with the admit plane's private key.
-type Issuer struct {
+// passIssuer signs passes with the admit plane's private key.
+type passIssuer struct {
 	ring *keyring.Ring
 	ttl  time.Duration
 }
 
-// NewIssuer returns an issuer whose passes live at most ttl; ring must hold
+// newPassIssuer returns an issuer whose passes live at most ttl; ring must hold
 // a signing key.
-func NewIssuer(ring *keyring.Ring, ttl time.Duration) (*Issuer, error) {
+func newPassIssuer(ring *keyring.Ring, ttl time.Duration) (*passIssuer, error) {
 	if ring == nil || !ring.CanSign() {
 		return nil, errors.New("waitingroom: the pass keyring holds no signing key (set waitingroom.signing_key)")
 	}
-	return &Issuer{ring: ring, ttl: ttl}, nil
+	return &passIssuer{ring: ring, ttl: ttl}, nil
 }
 
 // Issue signs a pass for user at event. It expires at the lease's end or
 // after the pass lifetime, whichever is first, rounded down to the second
 // so it never outlives the lease.
-func (i *Issuer) Issue(event, user string, leaseExpiry, now time.Time) (string, time.Time, error) {
+func (i *passIssuer) Issue(event, user string, leaseExpiry, now time.Time) (string, time.Time, error) {
 	exp := leaseExpiry
 	if capped := now.Add(i.ttl); capped.Before(exp) {
 		exp = capped
 	}
 	exp = exp.Truncate(time.Second)
-	claims := PassClaims{
+	claims := passClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   user,
 			ExpiresAt: jwt.NewNumericDate(exp),
@@ -74,12 +74,12 @@ func (i *Issuer) Issue(event, user string, leaseExpiry, now time.Time) (string, 
 	return signed, exp, nil
 }
 
-// Verifier checks admission passes against the live server-side lease. It
+// passVerifier checks admission passes against the live server-side lease. It
 // needs only public keys; the booking plane uses it to admit a checkout,
 // then extends the lease to the hold's duration and releases it when the
 // checkout ends.
-type Verifier struct {
-	line    *Line
+type passVerifier struct {
+	line    *lineStore
 	ring    *keyring.Ring
 	timeout time.Duration
 	parser  *jwt.Parser
@@ -88,8 +88,8 @@ type Verifier struct {
 // newVerifier returns a verifier over the waiting rooms of line accepting
 // passes signed by any key of ring. timeout bounds each Redis call (0: only
 // the caller's context).
-func newVerifier(line *Line, ring *keyring.Ring, timeout time.Duration) *Verifier {
-	return &Verifier{
+func newVerifier(line *lineStore, ring *keyring.Ring, timeout time.Duration) *passVerifier {
+	return &passVerifier{
 		line:    line,
 		ring:    ring,
 		timeout: timeout,
@@ -102,14 +102,14 @@ func newVerifier(line *Line, ring *keyring.Ring, timeout time.Duration) *Verifie
 // Verify returns nil only when pass is signed by a known key with EdDSA,
 // names user and event, has not expired, and user holds a live lease for
 // event. Errors wrap ErrNotAdmitted or ErrUnavailable.
-func (v *Verifier) Verify(ctx context.Context, pass, event, user string) error {
+func (v *passVerifier) Verify(ctx context.Context, pass, event, user string) error {
 	if v.ring == nil {
 		return fmt.Errorf("%w: this process holds no pass keys", ErrUnavailable)
 	}
-	if event == "" || user == "" || !ValidEvent(event) {
+	if event == "" || user == "" || !validEvent(event) {
 		return fmt.Errorf("%w: no such event or user", ErrNotAdmitted)
 	}
-	claims := &PassClaims{}
+	claims := &passClaims{}
 	if _, err := v.parser.ParseWithClaims(pass, claims, v.key); err != nil {
 		return fmt.Errorf("%w: %v", ErrNotAdmitted, err)
 	}
@@ -131,7 +131,7 @@ func (v *Verifier) Verify(ctx context.Context, pass, event, user string) error {
 	return nil
 }
 
-func (v *Verifier) key(t *jwt.Token) (any, error) {
+func (v *passVerifier) key(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
 	if kid == "" {
 		return nil, errors.New("the pass names no key (kid)")
@@ -145,11 +145,11 @@ func (v *Verifier) key(t *jwt.Token) (any, error) {
 
 // Extend sets the lease of (event, user) to expire d from now, if a live
 // lease exists (ErrNotAdmitted otherwise).
-func (v *Verifier) Extend(ctx context.Context, event, user string, d time.Duration) error {
+func (v *passVerifier) Extend(ctx context.Context, event, user string, d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("%w: cannot extend a lease by %s", ErrNotAdmitted, d)
 	}
-	if user == "" || !ValidEvent(event) {
+	if user == "" || !validEvent(event) {
 		return fmt.Errorf("%w: no such event or user", ErrNotAdmitted)
 	}
 	ctx, cancel := v.bound(ctx)
@@ -166,8 +166,8 @@ func (v *Verifier) Extend(ctx context.Context, event, user string, d time.Durati
 
 // Release ends the lease of (event, user), freeing its capacity for the
 // next tick; releasing a lease that is gone is not an error.
-func (v *Verifier) Release(ctx context.Context, event, user string) error {
-	if user == "" || !ValidEvent(event) {
+func (v *passVerifier) Release(ctx context.Context, event, user string) error {
+	if user == "" || !validEvent(event) {
 		return nil // nothing can be held there
 	}
 	ctx, cancel := v.bound(ctx)
@@ -178,7 +178,7 @@ func (v *Verifier) Release(ctx context.Context, event, user string) error {
 	return nil
 }
 
-func (v *Verifier) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+func (v *passVerifier) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if v.timeout <= 0 {
 		return ctx, func() {}
 	}

@@ -40,7 +40,7 @@ func TestPassRefusals(t *testing.T) {
 		_, verify, _ := strings.Cut(publicString(t, b.ring, "k1"), "|")
 		ring, err := keyring.Parse("", []string{verify})
 		require.NoError(t, err)
-		v := newVerifier(NewLine(rdb, b.keys), ring, time.Second)
+		v := newVerifier(newLineStore(rdb, b.keys), ring, time.Second)
 		issuer := b.mod.issuer
 
 		good, passExp, err := issuer.Issue("ev", "alice", exp, time.Now())
@@ -48,8 +48,8 @@ func TestPassRefusals(t *testing.T) {
 		require.False(t, passExp.After(exp), "a pass never outlives its lease")
 		require.NoError(t, v.Verify(ctx, good, "ev", "alice"))
 
-		claims := func(mutate func(*PassClaims)) *PassClaims {
-			c := &PassClaims{RegisteredClaims: jwt.RegisteredClaims{
+		claims := func(mutate func(*passClaims)) *passClaims {
+			c := &passClaims{RegisteredClaims: jwt.RegisteredClaims{
 				Subject: "alice", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Minute)), ID: "j1",
 			}, Event: "ev"}
 			if mutate != nil {
@@ -57,7 +57,7 @@ func TestPassRefusals(t *testing.T) {
 			}
 			return c
 		}
-		sign := func(method jwt.SigningMethod, key any, kid string, c *PassClaims) string {
+		sign := func(method jwt.SigningMethod, key any, kid string, c *passClaims) string {
 			tok := jwt.NewWithClaims(method, c)
 			if kid != "" {
 				tok.Header["kid"] = kid
@@ -75,7 +75,7 @@ func TestPassRefusals(t *testing.T) {
 
 		refused := map[string]string{
 			"expired":           expired,
-			"no exp":            sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "k1", claims(func(c *PassClaims) { c.ExpiresAt = nil })),
+			"no exp":            sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "k1", claims(func(c *passClaims) { c.ExpiresAt = nil })),
 			"bad signature":     sign(jwt.SigningMethodEdDSA, other.PrivateKey(), "k1", claims(nil)),
 			"tampered":          tamper(t, good),
 			"unknown kid":       sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "k9", claims(nil)),
@@ -93,11 +93,11 @@ func TestPassRefusals(t *testing.T) {
 		}
 		require.ErrorIs(t, v.Verify(ctx, good, "other", "alice"), ErrNotAdmitted, "wrong event")
 		require.ErrorIs(t, v.Verify(ctx, good, "ev", "bob"), ErrNotAdmitted, "wrong user")
-		bobPass := sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "k1", claims(func(c *PassClaims) { c.Subject = "bob" }))
+		bobPass := sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "k1", claims(func(c *passClaims) { c.Subject = "bob" }))
 		require.NoError(t, v.Verify(ctx, bobPass, "ev", "bob"))
 
 		// A valid signature with no lease is refused.
-		carol := sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "k1", claims(func(c *PassClaims) { c.Subject = "carol" }))
+		carol := sign(jwt.SigningMethodEdDSA, b.ring.PrivateKey(), "k1", claims(func(c *passClaims) { c.Subject = "carol" }))
 		require.ErrorIs(t, v.Verify(ctx, carol, "ev", "carol"), ErrNotAdmitted, "never admitted")
 
 		// Extend moves the live lease; a revoked lease refuses the pass and
@@ -146,7 +146,7 @@ func TestPassKeyRotation(t *testing.T) {
 	b.tick(t, "ev")
 	exp, err := b.line.LeaseExpiry(context.Background(), "ev", "u")
 	require.NoError(t, err)
-	oldIssuer, err := NewIssuer(oldRing, time.Minute)
+	oldIssuer, err := newPassIssuer(oldRing, time.Minute)
 	require.NoError(t, err)
 	oldPass, _, err := oldIssuer.Issue("ev", "u", exp, time.Now())
 	require.NoError(t, err)
@@ -161,7 +161,7 @@ func TestPassKeyRotation(t *testing.T) {
 	// After the old key is dropped its passes stop verifying.
 	current, err := keyring.Parse(newSigning, nil)
 	require.NoError(t, err)
-	v2 := newVerifier(NewLine(rdb, b.keys), current, time.Second)
+	v2 := newVerifier(newLineStore(rdb, b.keys), current, time.Second)
 	require.ErrorIs(t, v2.Verify(context.Background(), oldPass, "ev", "u"), ErrNotAdmitted)
 	require.NoError(t, v2.Verify(context.Background(), newPass, "ev", "u"))
 }

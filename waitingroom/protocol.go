@@ -1,8 +1,10 @@
 package waitingroom
 
-// The wire protocol a client sees: WebSocket events and error codes, and
-// the admin API's view of a room. Clients and the load generator use these;
-// Settings, Stats and the modes belong to it too.
+import "time"
+
+// The wire protocol a client sees: the answers of join and status, the
+// WebSocket events and error codes, and the admin API's view of a room
+// (with Settings and Stats). Clients and the load generator use these.
 
 // WebSocket events and error codes of the waiting room.
 const (
@@ -19,4 +21,46 @@ type RoomView struct {
 	Event    string   `json:"event"`
 	Settings Settings `json:"settings"`
 	Stats    Stats    `json:"stats"`
+}
+
+// Modes of admission order.
+const (
+	// ModeFIFO admits in join order.
+	ModeFIFO = "fifo"
+	// ModeLottery shuffles everyone who joined before the open time once, at
+	// opening; later joiners queue first in, first out behind them.
+	ModeLottery = "lottery"
+)
+
+// States of a place in line, as join and status answer them.
+const (
+	StateQueued   = "queued"
+	StateAdmitted = "admitted"
+	StateAbsent   = "absent"
+)
+
+// Answers of join, status and the socket.
+
+// QueuedAnswer is the place of someone in line.
+type QueuedAnswer struct {
+	State string `json:"state"` // "queued"
+	// Position is 1 for the head of the line; null while a lottery has not
+	// been drawn.
+	Position   *int64 `json:"position"`
+	AheadOfYou *int64 `json:"aheadOfYou"`
+	// EtaSeconds estimates the wait from the measured admission rate; null
+	// when there is no basis (paused, no capacity).
+	EtaSeconds    *int64     `json:"etaSeconds"`
+	EtaIsEstimate bool       `json:"etaIsEstimate"`
+	Paused        bool       `json:"paused,omitempty"`
+	OpensAt       *time.Time `json:"opensAt,omitempty"`
+	// Lottery is "pending" for an entry whose order is drawn at opening.
+	Lottery string `json:"lottery,omitempty"`
+}
+
+// AdmittedAnswer carries the pass of someone admitted.
+type AdmittedAnswer struct {
+	State     string    `json:"state"` // "admitted"
+	Pass      string    `json:"pass"`
+	ExpiresAt time.Time `json:"expiresAt"`
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/presenced/presenced/web"
 )
 
-// Hub is the pub/sub the admit plane hears admissions on and the workers
-// announce them with; *hub.Hub satisfies it.
-type Hub interface {
-	Publisher
+// pubsub is the pub/sub the admit plane hears admissions on and the workers
+// announce them with; *hub.pubsub satisfies it.
+type pubsub interface {
+	publisher
 	Subscribe(ctx context.Context, topic string, sub hub.Subscriber) error
 	Unsubscribe(topic string, sub hub.Subscriber)
 }
@@ -202,7 +202,7 @@ func (r *room) refresh(all bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StoreTimeout)
 		room, places, err := m.line.Places(ctx, r.event, chunk)
 		cancel()
-		if errors.Is(err, ErrNoRoom) {
+		if errors.Is(err, errNoRoom) {
 			frame := web.ErrorFrame(CodeNoRoom, "this event has no waiting room any more", "")
 			for _, u := range chunk {
 				r.each(u, func(w *waiter) { w.conn.SendAndClose(frame, websocket.CloseNormalClosure, CodeNoRoom) })
@@ -233,7 +233,7 @@ func (r *room) each(user string, f func(*waiter)) {
 
 // tell sends one user's sockets their news: the pass, the end of their
 // place, or their position when it changed or a keepalive is due.
-func (r *room) tell(user string, room Room, p Place, periodic bool) {
+func (r *room) tell(user string, room roomState, p placeInLine, periodic bool) {
 	m := r.rs.m
 	switch p.State {
 	case StateAdmitted:

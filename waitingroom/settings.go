@@ -10,23 +10,14 @@ import (
 	"time"
 )
 
-// Modes of admission order.
-const (
-	// ModeFIFO admits in join order.
-	ModeFIFO = "fifo"
-	// ModeLottery shuffles everyone who joined before the open time once, at
-	// opening; later joiners queue first in, first out behind them.
-	ModeLottery = "lottery"
-)
-
 // Limits of the settings an operator may choose.
 const (
-	MaxCapacity        = 1_000_000
-	MaxBatch           = 10_000
-	MinLeaseSeconds    = 10
-	MaxLeaseSeconds    = 3600
-	MinHeartbeatSecond = 10
-	MaxHeartbeatSecond = 3600
+	maxCapacity        = 1_000_000
+	maxBatch           = 10_000
+	minLeaseSeconds    = 10
+	maxLeaseSeconds    = 3600
+	minHeartbeatSecond = 10
+	maxHeartbeatSecond = 3600
 )
 
 // Settings of one event's waiting room, changeable at run time; the next
@@ -51,17 +42,17 @@ type Settings struct {
 // Validate checks the settings as a whole.
 func (s Settings) Validate() error {
 	var errs []error
-	if s.Capacity < 0 || s.Capacity > MaxCapacity {
-		errs = append(errs, fmt.Errorf("capacity must be within 0..%d", MaxCapacity))
+	if s.Capacity < 0 || s.Capacity > maxCapacity {
+		errs = append(errs, fmt.Errorf("capacity must be within 0..%d", maxCapacity))
 	}
-	if s.Batch < 1 || s.Batch > MaxBatch {
-		errs = append(errs, fmt.Errorf("batch must be within 1..%d", MaxBatch))
+	if s.Batch < 1 || s.Batch > maxBatch {
+		errs = append(errs, fmt.Errorf("batch must be within 1..%d", maxBatch))
 	}
-	if s.LeaseSeconds < MinLeaseSeconds || s.LeaseSeconds > MaxLeaseSeconds {
-		errs = append(errs, fmt.Errorf("leaseSeconds must be within %d..%d", MinLeaseSeconds, MaxLeaseSeconds))
+	if s.LeaseSeconds < minLeaseSeconds || s.LeaseSeconds > maxLeaseSeconds {
+		errs = append(errs, fmt.Errorf("leaseSeconds must be within %d..%d", minLeaseSeconds, maxLeaseSeconds))
 	}
-	if s.HeartbeatTimeoutSeconds < MinHeartbeatSecond || s.HeartbeatTimeoutSeconds > MaxHeartbeatSecond {
-		errs = append(errs, fmt.Errorf("heartbeatTimeoutSeconds must be within %d..%d", MinHeartbeatSecond, MaxHeartbeatSecond))
+	if s.HeartbeatTimeoutSeconds < minHeartbeatSecond || s.HeartbeatTimeoutSeconds > maxHeartbeatSecond {
+		errs = append(errs, fmt.Errorf("heartbeatTimeoutSeconds must be within %d..%d", minHeartbeatSecond, maxHeartbeatSecond))
 	}
 	switch s.Mode {
 	case ModeFIFO:
@@ -180,9 +171,9 @@ func settingsFromHash(h map[string]string) (Settings, error) {
 
 var eventPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// ValidEvent tells whether id can name an event: 1 to 64 letters, digits,
+// validEvent tells whether id can name an event: 1 to 64 letters, digits,
 // '.', '_' or '-', so it can sit inside a Redis hash tag.
-func ValidEvent(id string) bool { return eventPattern.MatchString(id) }
+func validEvent(id string) bool { return eventPattern.MatchString(id) }
 
 // maxUserLen bounds the user id (the sub claim) stored in the line.
 const maxUserLen = 200

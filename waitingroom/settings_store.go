@@ -15,38 +15,38 @@ import (
 // workers tick, deletion and live statistics.
 
 // Settings reads event's settings; ErrNoRoom when it has none.
-func (l *Line) Settings(ctx context.Context, event string) (Settings, error) {
+func (l *lineStore) Settings(ctx context.Context, event string) (Settings, error) {
 	h, err := l.rdb.HGetAll(ctx, keysOf(l.keys, event).settings).Result()
 	if err != nil {
 		return Settings{}, fmt.Errorf("waitingroom settings: %w", err)
 	}
 	if len(h) == 0 {
-		return Settings{}, ErrNoRoom
+		return Settings{}, errNoRoom
 	}
 	return settingsFromHash(h)
 }
 
 // PutSettings stores event's settings and registers the event with the
 // workers.
-func (l *Line) PutSettings(ctx context.Context, event string, s Settings) error {
+func (l *lineStore) PutSettings(ctx context.Context, event string, s Settings) error {
 	if err := l.rdb.HSet(ctx, keysOf(l.keys, event).settings, s.hash()).Err(); err != nil {
 		return fmt.Errorf("waitingroom put settings: %w", err)
 	}
 	return l.register(ctx, event)
 }
 
-// InvalidSettingsError is a change refused by validation; nothing was
+// invalidSettingsError is a change refused by validation; nothing was
 // stored.
-type InvalidSettingsError struct{ Err error }
+type invalidSettingsError struct{ Err error }
 
-func (e *InvalidSettingsError) Error() string { return e.Err.Error() }
-func (e *InvalidSettingsError) Unwrap() error { return e.Err }
+func (e *invalidSettingsError) Error() string { return e.Err.Error() }
+func (e *invalidSettingsError) Unwrap() error { return e.Err }
 
 // UpdateSettings applies change to event's settings (to defaults when the
 // room does not exist yet) under optimistic locking, so two operators
 // changing different fields at once both keep their change. It answers the
 // stored settings and whether the room was created.
-func (l *Line) UpdateSettings(ctx context.Context, event string, defaults Settings, change func(Settings) (Settings, error)) (Settings, bool, error) {
+func (l *lineStore) UpdateSettings(ctx context.Context, event string, defaults Settings, change func(Settings) (Settings, error)) (Settings, bool, error) {
 	key := keysOf(l.keys, event).settings
 	var next Settings
 	var created bool
@@ -63,7 +63,7 @@ func (l *Line) UpdateSettings(ctx context.Context, event string, defaults Settin
 			}
 		}
 		if next, err = change(current); err != nil {
-			return &InvalidSettingsError{Err: err}
+			return &invalidSettingsError{Err: err}
 		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.HSet(ctx, key, next.hash())
@@ -78,7 +78,7 @@ func (l *Line) UpdateSettings(ctx context.Context, event string, defaults Settin
 			time.Sleep(time.Duration(1+rand.IntN(5)) * time.Millisecond)
 			continue
 		}
-		var invalid *InvalidSettingsError
+		var invalid *invalidSettingsError
 		if errors.As(err, &invalid) {
 			return Settings{}, false, err
 		}
@@ -94,7 +94,7 @@ func (l *Line) UpdateSettings(ctx context.Context, event string, defaults Settin
 // another slot: it is written after the settings, so a worker never ticks
 // an event without them, and on every change, so a failure here is
 // repaired by the operator's retry.
-func (l *Line) register(ctx context.Context, event string) error {
+func (l *lineStore) register(ctx context.Context, event string) error {
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.SAdd(ctx, l.registry.Key("events"), event)
 		p.Incr(ctx, l.registry.Key("events", "version"))
@@ -108,7 +108,7 @@ func (l *Line) register(ctx context.Context, event string) error {
 
 // Delete removes event's waiting room: its line, its leases (every pass of
 // the event stops verifying) and its registration.
-func (l *Line) Delete(ctx context.Context, event string) error {
+func (l *lineStore) Delete(ctx context.Context, event string) error {
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.SRem(ctx, l.registry.Key("events"), event)
 		p.Incr(ctx, l.registry.Key("events", "version"))
@@ -124,7 +124,7 @@ func (l *Line) Delete(ctx context.Context, event string) error {
 }
 
 // Events lists the registered events and the registry's version.
-func (l *Line) Events(ctx context.Context) ([]string, int64, error) {
+func (l *lineStore) Events(ctx context.Context) ([]string, int64, error) {
 	var members *redis.StringSliceCmd
 	var version *redis.StringCmd
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -140,7 +140,7 @@ func (l *Line) Events(ctx context.Context) ([]string, int64, error) {
 }
 
 // EventsVersion is the registry's version, bumped by every change.
-func (l *Line) EventsVersion(ctx context.Context) (int64, error) {
+func (l *lineStore) EventsVersion(ctx context.Context) (int64, error) {
 	v, err := l.rdb.Get(ctx, l.registry.Key("events", "version")).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
@@ -170,14 +170,14 @@ type Stats struct {
 }
 
 // Stats reads event's live figures.
-func (l *Line) Stats(ctx context.Context, event string) (Stats, error) {
+func (l *lineStore) Stats(ctx context.Context, event string) (Stats, error) {
 	k := keysOf(l.keys, event)
 	res, err := statsScript.Run(ctx, l.rdb, []string{k.queue, k.leases, k.state, k.ticks, k.joins, k.settings}, time.Minute.Milliseconds()).Slice()
 	if err != nil {
 		return Stats{}, fmt.Errorf("waitingroom stats: %w", err)
 	}
 	if len(res) == 0 {
-		return Stats{}, ErrNoRoom
+		return Stats{}, errNoRoom
 	}
 	if len(res) < 9 {
 		return Stats{}, errors.New("waitingroom stats: short reply")
@@ -200,7 +200,7 @@ func (l *Line) Stats(ctx context.Context, event string) (Stats, error) {
 
 // MemoryUsage is Redis's estimate of the bytes held by event's queue and
 // heartbeat index (sampled for big sets).
-func (l *Line) MemoryUsage(ctx context.Context, event string) (int64, error) {
+func (l *lineStore) MemoryUsage(ctx context.Context, event string) (int64, error) {
 	k := keysOf(l.keys, event)
 	var total int64
 	for _, key := range []string{k.queue, k.heartbeats} {

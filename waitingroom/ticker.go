@@ -17,8 +17,8 @@ import (
 	"github.com/presenced/presenced/store"
 )
 
-// Publisher sends the users a tick admitted to the admit plane's sockets.
-type Publisher interface {
+// publisher sends the users a tick admitted to the admit plane's sockets.
+type publisher interface {
 	Publish(ctx context.Context, topic string, payload []byte) error
 }
 
@@ -37,14 +37,14 @@ const (
 	eventsReload = 30 * time.Second
 )
 
-// Ticker runs the admission ticks on a worker. Events are spread over
+// admissionTicker runs the admission ticks on a worker. Events are spread over
 // cfg.TickShards leases; each period the worker renews or takes the leases
 // of shards that have events and ticks those events. The tick script also
 // refuses a second tick of one event within half a period, so a lease that
 // changed hands mid-period still makes one tick.
-type Ticker struct {
-	line *Line
-	pub  Publisher
+type admissionTicker struct {
+	line *lineStore
+	pub  publisher
 	cfg  config.Waitingroom
 	m    *metrics
 	log  *slog.Logger
@@ -57,8 +57,8 @@ type Ticker struct {
 }
 
 // newTicker returns a ticker over line publishing admissions with pub.
-func newTicker(rdb redis.UniversalClient, line *Line, pub Publisher, cfg config.Waitingroom, m *metrics, log *slog.Logger) *Ticker {
-	t := &Ticker{line: line, pub: pub, cfg: cfg, m: m, log: log, held: make([]bool, cfg.TickShards)}
+func newTicker(rdb redis.UniversalClient, line *lineStore, pub publisher, cfg config.Waitingroom, m *metrics, log *slog.Logger) *admissionTicker {
+	t := &admissionTicker{line: line, pub: pub, cfg: cfg, m: m, log: log, held: make([]bool, cfg.TickShards)}
 	for s := 0; s < cfg.TickShards; s++ {
 		t.leases = append(t.leases, store.NewLease(rdb, line.registry.Key("tick", strconv.Itoa(s)), cfg.TickLeaseTTL))
 	}
@@ -67,7 +67,7 @@ func newTicker(rdb redis.UniversalClient, line *Line, pub Publisher, cfg config.
 
 // Run ticks every period until ctx ends, then hands its shards back so
 // another worker takes over without waiting for the leases to lapse.
-func (t *Ticker) Run(ctx context.Context) error {
+func (t *admissionTicker) Run(ctx context.Context) error {
 	tk := time.NewTicker(t.cfg.TickInterval)
 	defer tk.Stop()
 	defer t.releaseAll()
@@ -81,7 +81,7 @@ func (t *Ticker) Run(ctx context.Context) error {
 	}
 }
 
-func (t *Ticker) releaseAll() {
+func (t *admissionTicker) releaseAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.StoreTimeout)
 	defer cancel()
 	for s, held := range t.held {
@@ -94,7 +94,7 @@ func (t *Ticker) releaseAll() {
 
 // Cycle is one period: refresh the event list, hold the leases of the
 // shards with events, tick the events of the shards held.
-func (t *Ticker) Cycle(ctx context.Context) {
+func (t *admissionTicker) Cycle(ctx context.Context) {
 	if err := t.refreshEvents(ctx); err != nil {
 		t.m.storeErrors.WithLabelValues("events").Inc()
 		t.log.Warn("waitingroom: read events", "err", err)
@@ -129,7 +129,7 @@ func (t *Ticker) Cycle(ctx context.Context) {
 	t.tickAll(ctx, mine)
 }
 
-func (t *Ticker) setHeld(s int, held bool) {
+func (t *admissionTicker) setHeld(s int, held bool) {
 	if held == t.held[s] {
 		return
 	}
@@ -141,7 +141,7 @@ func (t *Ticker) setHeld(s int, held bool) {
 	}
 }
 
-func (t *Ticker) refreshEvents(ctx context.Context) error {
+func (t *admissionTicker) refreshEvents(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.StoreTimeout)
 	defer cancel()
 	if time.Since(t.loaded) < eventsReload {
@@ -161,7 +161,7 @@ func (t *Ticker) refreshEvents(ctx context.Context) error {
 	return nil
 }
 
-func (t *Ticker) tickAll(ctx context.Context, events []string) {
+func (t *admissionTicker) tickAll(ctx context.Context, events []string) {
 	var mu sync.Mutex
 	var queued, active, capacity int
 	g := errgroup.Group{}
@@ -186,10 +186,10 @@ func (t *Ticker) tickAll(ctx context.Context, events []string) {
 
 // TickEvent runs one tick of event (and the lottery draw when it is due),
 // publishes whom it admitted, and reports whether the figures are fresh.
-func (t *Ticker) TickEvent(ctx context.Context, event string) (TickResult, bool) {
+func (t *admissionTicker) TickEvent(ctx context.Context, event string) (tickResult, bool) {
 	tctx, cancel := context.WithTimeout(ctx, t.cfg.StoreTimeout)
 	start := time.Now()
-	r, err := t.line.Tick(tctx, event, TickOptions{
+	r, err := t.line.Tick(tctx, event, tickOptions{
 		MinGap:       t.cfg.TickInterval / 2,
 		CleanupLimit: t.cfg.CleanupLimit,
 		OutageGap:    2*t.cfg.TickLeaseTTL + t.cfg.TickInterval,
@@ -236,7 +236,7 @@ func (t *Ticker) TickEvent(ctx context.Context, event string) (TickResult, bool)
 
 // draw shuffles the pre-open cohort in steps. Admission waits until the
 // draw is complete; an interrupted draw continues at the next tick.
-func (t *Ticker) draw(ctx context.Context, event string) {
+func (t *admissionTicker) draw(ctx context.Context, event string) {
 	keys := make([]int64, drawChunk)
 	total := 0
 	for ctx.Err() == nil {

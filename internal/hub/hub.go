@@ -116,6 +116,17 @@ func (h *Hub) Publish(ctx context.Context, topic string, payload []byte) error {
 	return nil
 }
 
+// PublishCommand is the command a Lua script must publish to the hub's
+// topics with: SPUBLISH on a cluster, where the hub listens with sharded
+// pub/sub, PUBLISH otherwise. Scripts that change state and announce it in
+// one step take it from here, so they always match the subscriptions.
+func (h *Hub) PublishCommand() string {
+	if h.cluster != nil {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
+}
+
 // Subscribe adds sub to topic and returns once Redis has confirmed the
 // upstream subscription, so nothing published afterwards is missed.
 func (h *Hub) Subscribe(ctx context.Context, name string, sub Subscriber) error {

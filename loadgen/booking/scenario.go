@@ -1,3 +1,6 @@
+// Package booking is `presenced loadgen booking`: buyers admitted through
+// the waiting room racing for seats, on the booking wire protocol, with a
+// check in SQL that no seat has two live owners.
 package booking
 
 import (
@@ -23,11 +26,11 @@ import (
 	"github.com/presenced/presenced/store"
 )
 
-// LoadScenario is `presenced loadgen booking`: admitted buyers race for a
+// Scenario is `presenced loadgen booking`: admitted buyers race for a
 // few hot seats and for random seats. It creates an event and its waiting
 // room, lets every buyer in through the line, then fires one hold per
 // buyer; at the end it checks with SQL that no seat has two live owners.
-type LoadScenario struct {
+type Scenario struct {
 	secrets     loadgen.Secrets
 	buyers      int
 	sections    string
@@ -37,16 +40,16 @@ type LoadScenario struct {
 	postgresURL string
 }
 
-// NewLoadScenario returns the booking load scenario.
-func NewLoadScenario() *LoadScenario { return &LoadScenario{} }
+// New returns the booking load scenario.
+func New() *Scenario { return &Scenario{} }
 
-func (s *LoadScenario) Name() string { return "booking" }
+func (s *Scenario) Name() string { return "booking" }
 
-func (s *LoadScenario) Describe() string {
+func (s *Scenario) Describe() string {
 	return "admitted buyers race for hot seats and random seats; outcome mix, latency, and a zero-double-ownership check in SQL"
 }
 
-func (s *LoadScenario) Flags(fs *pflag.FlagSet) {
+func (s *Scenario) Flags(fs *pflag.FlagSet) {
 	s.secrets.AddFlags(fs)
 	fs.IntVar(&s.buyers, "buyers", 2000, "buyers (each holds at most once: one pending checkout per user and event)")
 	fs.StringVar(&s.sections, "sections", "A:50x100@5000,B:50x100@3000", "venue of the generated event (ID:ROWSxSEATS@PRICE,...)")
@@ -60,7 +63,7 @@ type buyer struct {
 	user, token, pass string
 }
 
-func (s *LoadScenario) Run(ctx context.Context, r *loadgen.Runner) error {
+func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	if err := s.secrets.Resolve(); err != nil {
 		return err
 	}
@@ -116,7 +119,7 @@ func (s *LoadScenario) Run(ctx context.Context, r *loadgen.Runner) error {
 }
 
 type bookingRun struct {
-	s    *LoadScenario
+	s    *Scenario
 	r    *loadgen.Runner
 	base string
 }

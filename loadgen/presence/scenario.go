@@ -1,3 +1,6 @@
+// Package presence is `presenced loadgen presence`: users on the presence
+// WebSocket following each other, status changes with their delivery
+// latency, and disconnect storms, on the presence wire protocol only.
 package presence
 
 import (
@@ -27,7 +30,7 @@ import (
 	"github.com/presenced/presenced/presence"
 )
 
-// Load is the `presenced loadgen presence` scenario: N users, one
+// Scenario is the `presenced loadgen presence` scenario: N users, one
 // connection each, each following the next K users; a rate of status
 // changes whose publish-to-receive latency the followers measure; and a
 // disconnect storm that kills a share of the connections without a close
@@ -37,7 +40,7 @@ import (
 // --user-total), and connections are spread over several loopback source
 // addresses so one machine can hold more than one address's ephemeral
 // ports.
-type Load struct {
+type Scenario struct {
 	users, follow     int
 	offset, total     int
 	changes           float64
@@ -55,16 +58,16 @@ type Load struct {
 	disconnectAtClose bool
 }
 
-// NewLoad returns the presence scenario.
-func NewLoad() *Load { return &Load{} }
+// New returns the presence scenario.
+func New() *Scenario { return &Scenario{} }
 
-func (l *Load) Name() string { return "presence" }
+func (l *Scenario) Name() string { return "presence" }
 
-func (l *Load) Describe() string {
+func (l *Scenario) Describe() string {
 	return "hold N presence connections following K users each; measure status-change latency and a disconnect storm"
 }
 
-func (l *Load) Flags(fs *pflag.FlagSet) {
+func (l *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&l.users, "users", 1000, "connections (one user each) opened by this process")
 	fs.IntVar(&l.follow, "follow", 20, "users each user follows (the next K in the population)")
 	fs.IntVar(&l.offset, "user-offset", 0, "first user index of this process (several processes share a population)")
@@ -97,7 +100,7 @@ type loadConn struct {
 }
 
 type loadRun struct {
-	l        *Load
+	l        *Scenario
 	r        *loadgen.Runner
 	conns    []*loadConn
 	byUser   map[string]*loadConn
@@ -111,7 +114,7 @@ type loadRun struct {
 	retried  atomic.Int64
 }
 
-func (l *Load) Run(ctx context.Context, r *loadgen.Runner) error {
+func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	if err := l.defaults(r); err != nil {
 		return err
 	}
@@ -167,7 +170,7 @@ func (l *Load) Run(ctx context.Context, r *loadgen.Runner) error {
 	return nil
 }
 
-func (l *Load) defaults(r *loadgen.Runner) error {
+func (l *Scenario) defaults(r *loadgen.Runner) error {
 	if l.users <= 0 || l.follow < 0 {
 		return errors.New("--users must be positive and --follow not negative")
 	}

@@ -31,7 +31,7 @@ func TestLoadScenario(t *testing.T) {
 	p.StreamPoll = 10 * time.Millisecond
 	p.CoalesceTick = 20 * time.Millisecond
 	srv := apptest.Start(t, cfg)
-	sc := NewLoad()
+	sc := New()
 	fs := pflag.NewFlagSet("presence", pflag.ContinueOnError)
 	sc.Flags(fs)
 	require.NoError(t, fs.Parse([]string{

@@ -1,3 +1,6 @@
+// Package viewers is `presenced loadgen viewers`: simulated viewers heartbeating
+// hotel pages over HTTP while readers poll counts, on the viewers module's
+// wire protocol only.
 package viewers
 
 import (
@@ -23,12 +26,12 @@ import (
 	"github.com/presenced/presenced/viewers"
 )
 
-// Load is the `presenced loadgen viewers` scenario: N simulated viewers
+// Scenario is the `presenced loadgen viewers` scenario: N simulated viewers
 // spread over M hotels with a Zipf skew, each heartbeating every interval
 // with its own session cookie, while readers poll counts. It reports
 // heartbeat throughput and latency, count latency, count accuracy against
 // the true number of viewers, and the Redis commands the module sent.
-type Load struct {
+type Scenario struct {
 	viewers    int
 	hotels     int
 	skew       float64
@@ -42,16 +45,16 @@ type Load struct {
 	hotelNames []string
 }
 
-// NewLoad returns the viewers load scenario.
-func NewLoad() *Load { return &Load{} }
+// New returns the viewers load scenario.
+func New() *Scenario { return &Scenario{} }
 
-func (l *Load) Name() string { return "viewers" }
+func (l *Scenario) Name() string { return "viewers" }
 
-func (l *Load) Describe() string {
+func (l *Scenario) Describe() string {
 	return "simulated viewers heartbeating across Zipf-skewed hotels; throughput, count p99, accuracy, Redis commands"
 }
 
-func (l *Load) Flags(fs *pflag.FlagSet) {
+func (l *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&l.viewers, "viewers", 20000, "simulated viewers (sessions)")
 	fs.IntVar(&l.hotels, "hotels", 1000, "hotels")
 	fs.Float64Var(&l.skew, "skew", 1.1, "Zipf exponent of viewers per hotel (>1)")
@@ -72,7 +75,7 @@ type simViewer struct {
 	lastOK atomic.Int64 // unix nanoseconds of the last 204
 }
 
-func (l *Load) Run(ctx context.Context, r *loadgen.Runner) error {
+func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	if l.viewers <= 0 || l.hotels <= 0 || l.skew <= 1 {
 		return fmt.Errorf("--viewers and --hotels must be positive and --skew above 1")
 	}
@@ -153,7 +156,7 @@ func (l *Load) Run(ctx context.Context, r *loadgen.Runner) error {
 	return nil
 }
 
-func (l *Load) heartbeat(ctx context.Context, c *http.Client, v *simViewer) error {
+func (l *Scenario) heartbeat(ctx context.Context, c *http.Client, v *simViewer) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.path, nil)
 	if err != nil {
 		return err
@@ -183,7 +186,7 @@ func (l *Load) heartbeat(ctx context.Context, c *http.Client, v *simViewer) erro
 	return nil
 }
 
-func (l *Load) readCounts(ctx context.Context, r *loadgen.Runner, base string, h *loadgen.Histogram, mu *sync.Mutex, errs *atomic.Int64) {
+func (l *Scenario) readCounts(ctx context.Context, r *loadgen.Runner, base string, h *loadgen.Histogram, mu *sync.Mutex, errs *atomic.Int64) {
 	rng := rand.New(rand.NewSource(2))
 	zipf := rand.NewZipf(rng, l.skew, 1, uint64(l.hotels-1))
 	t := time.NewTicker(time.Duration(float64(time.Second) / l.countRate))
@@ -223,7 +226,7 @@ func (l *Load) readCounts(ctx context.Context, r *loadgen.Runner, base string, h
 	}
 }
 
-func (l *Load) getCount(ctx context.Context, c *http.Client, base, hotel string) (viewers.Count, error) {
+func (l *Scenario) getCount(ctx context.Context, c *http.Client, base, hotel string) (viewers.Count, error) {
 	var out viewers.Count
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/viewers/"+hotel+"/count", nil)
 	if err != nil {
@@ -243,7 +246,7 @@ func (l *Load) getCount(ctx context.Context, c *http.Client, base, hotel string)
 // checkAccuracy compares the busiest hotels' counts with the viewers that
 // are truly in their window: those with an accepted heartbeat since the
 // start of the previous bucket.
-func (l *Load) checkAccuracy(ctx context.Context, r *loadgen.Runner, base string, vs []*simViewer) {
+func (l *Scenario) checkAccuracy(ctx context.Context, r *loadgen.Runner, base string, vs []*simViewer) {
 	// Let the last flush land and the count cache expire.
 	time.Sleep(2500 * time.Millisecond)
 	from := (time.Now().UnixNano()/int64(l.bucket) - 1) * int64(l.bucket)
@@ -284,7 +287,7 @@ func (l *Load) checkAccuracy(ctx context.Context, r *loadgen.Runner, base string
 
 // scrape reads the module's counters from the target's /metrics, summed
 // over labels except the heartbeat results.
-func (l *Load) scrape(ctx context.Context, r *loadgen.Runner, base string) map[string]float64 {
+func (l *Scenario) scrape(ctx context.Context, r *loadgen.Runner, base string) map[string]float64 {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
 		return nil
@@ -321,7 +324,7 @@ func (l *Load) scrape(ctx context.Context, r *loadgen.Runner, base string) map[s
 }
 
 // redisCalls sums the calls of INFO commandstats, or -1 without --redis-url.
-func (l *Load) redisCalls(ctx context.Context) int64 {
+func (l *Scenario) redisCalls(ctx context.Context) int64 {
 	if l.redisURL == "" {
 		return -1
 	}

@@ -1,3 +1,6 @@
+// Package waitingroom is `presenced loadgen waitingroom`: users joining a
+// waiting room and holding its sockets until admitted, on the waiting
+// room's wire protocol only.
 package waitingroom
 
 import (
@@ -27,13 +30,13 @@ import (
 	"github.com/presenced/presenced/web"
 )
 
-// LoadScenario is `presenced loadgen waitingroom`: N users join one waiting
+// Scenario is `presenced loadgen waitingroom`: N users join one waiting
 // room within a window, hold sockets (which keep their heartbeats), a
 // fraction abandon; admitted users check out for a random time and leave,
 // releasing their lease. It reports join latency, admission order
 // violations, the most live leases seen against the capacity, and Redis
 // memory per queued user.
-type LoadScenario struct {
+type Scenario struct {
 	users                    int
 	window                   time.Duration
 	abandon                  float64
@@ -47,16 +50,16 @@ type LoadScenario struct {
 	secrets                  loadgen.Secrets
 }
 
-// NewLoadScenario returns the waitingroom load scenario.
-func NewLoadScenario() *LoadScenario { return &LoadScenario{} }
+// New returns the waitingroom load scenario.
+func New() *Scenario { return &Scenario{} }
 
-func (s *LoadScenario) Name() string { return "waitingroom" }
+func (s *Scenario) Name() string { return "waitingroom" }
 
-func (s *LoadScenario) Describe() string {
+func (s *Scenario) Describe() string {
 	return "users join a waiting room, hold sockets, some abandon; checkouts release leases; order, capacity and memory checked"
 }
 
-func (s *LoadScenario) Flags(fs *pflag.FlagSet) {
+func (s *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.users, "users", 1000, "users joining (each holds one socket; at most 15000)")
 	fs.DurationVar(&s.window, "join-window", 10*time.Second, "the users join spread over this time")
 	fs.Float64Var(&s.abandon, "abandon", 0.1, "fraction of users who close their socket within the join window and never return")
@@ -86,7 +89,7 @@ type loadUser struct {
 }
 
 type loadRun struct {
-	s       *LoadScenario
+	s       *Scenario
 	r       *loadgen.Runner
 	base    string
 	ws      string
@@ -96,7 +99,7 @@ type loadRun struct {
 	maxHold atomic.Int64
 }
 
-func (s *LoadScenario) Run(ctx context.Context, r *loadgen.Runner) error {
+func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	if s.users < 1 || s.users > 15000 {
 		return errors.New("--users must be within 1..15000")
 	}

@@ -50,7 +50,7 @@ func TestLoadScenario(t *testing.T) {
 	cfg.Waitingroom.TickLeaseTTL = 500 * time.Millisecond
 	cfg.Waitingroom.PositionInterval = 100 * time.Millisecond
 	srv := apptest.Start(t, cfg)
-	sc := NewLoadScenario()
+	sc := New()
 	// Nobody abandons here: an abandoned entry still fresh at the head is
 	// admitted and holds its slot for the whole lease, as it should.
 	sc.users, sc.window, sc.abandon, sc.lease = 60, time.Second, 0, 10*time.Second

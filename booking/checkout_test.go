@@ -1,0 +1,80 @@
+package booking
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// The checkout port payments calls: a pending hold becomes PAID with its
+// seats SOLD, in the caller's transaction; anything not pending, or a hold
+// whose time is up, is refused and nothing changes; an early release gives
+// the seats back.
+func TestCheckoutPort(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m := &Module{holds: b.holds}
+	ctx := context.Background()
+	event, seats := b.event(t, "A:1x4@1000")
+
+	settle := func(f func(tx pgx.Tx) error) error {
+		return pgx.BeginFunc(ctx, b.db, func(tx pgx.Tx) error { return f(tx) })
+	}
+	status, paid, err := b.hold(t, event, "payer", "k1", seats[:2], "")
+	require.NoError(t, err)
+	require.Equal(t, 201, status)
+	require.NoError(t, settle(func(tx pgx.Tx) error {
+		c, err := m.LockCheckout(ctx, tx, paid.ID)
+		require.NoError(t, err)
+		require.Equal(t, StatusPending, c.Status)
+		require.Equal(t, paid.Total, c.Total)
+		require.False(t, c.Due)
+		return m.MarkPaid(ctx, tx, paid.ID)
+	}))
+	var sold int
+	require.NoError(t, b.db.QueryRow(ctx, `SELECT count(*) FROM seats WHERE reservation_id = $1 AND status = 'SOLD'`, paid.ID).Scan(&sold))
+	require.Equal(t, 2, sold)
+	err = settle(func(tx pgx.Tx) error { return m.MarkPaid(ctx, tx, paid.ID) })
+	require.ErrorIs(t, err, ErrNotPending, "paid twice")
+	_, err = m.ReleaseCheckout(ctx, mustTx(t, b), paid.ID)
+	require.ErrorIs(t, err, ErrNotPending, "a paid checkout is not released")
+
+	status, late, err := b.hold(t, event, "late", "k2", seats[2:3], "")
+	require.NoError(t, err)
+	require.Equal(t, 201, status)
+	_, err = b.db.Exec(ctx, `UPDATE reservations SET expires_at = now() - interval '1 second' WHERE id = $1`, late.ID)
+	require.NoError(t, err)
+	err = settle(func(tx pgx.Tx) error { return m.MarkPaid(ctx, tx, late.ID) })
+	require.ErrorIs(t, err, ErrNotPending, "a hold whose time is up is not sold, even before the expiry worker ran")
+
+	status, gone, err := b.hold(t, event, "gone", "k3", seats[3:], "")
+	require.NoError(t, err)
+	require.Equal(t, 201, status)
+	var after func(context.Context)
+	require.NoError(t, settle(func(tx pgx.Tx) error {
+		var err error
+		after, err = m.ReleaseCheckout(ctx, tx, gone.ID)
+		return err
+	}))
+	after(ctx)
+	var free int
+	require.NoError(t, b.db.QueryRow(ctx, `SELECT count(*) FROM seats WHERE id = $1 AND status = 'AVAILABLE'`, seats[3]).Scan(&free))
+	require.Equal(t, 1, free)
+
+	err = settle(func(tx pgx.Tx) error {
+		_, err := m.LockCheckout(ctx, tx, "00000000-0000-0000-0000-000000000000")
+		return err
+	})
+	require.ErrorIs(t, err, ErrNoReservation)
+	b.requireNoDoubleOwnership(t, event)
+}
+
+func mustTx(t *testing.T, b *bundle) pgx.Tx {
+	t.Helper()
+	tx, err := b.db.Begin(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
+}
