@@ -138,7 +138,7 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 	if err != nil {
 		return holdResult{}, err
 	}
-	res, err := h.write(ctx, tx, in, ev, resID, expiresAt, locked, occupancy, fp)
+	res, err := h.write(ctx, tx, pendingHold{in: in, ev: ev, id: resID, expiresAt: expiresAt, seats: locked, occ: occupancy, fingerprint: fp})
 	if err != nil {
 		return holdResult{}, err
 	}

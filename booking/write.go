@@ -137,12 +137,25 @@ func freeze(ev eventRow, seats []lockedSeat, occ []occupancy, promo *promotion) 
 // write prices the cart and writes the reservation, its items, the seats,
 // the promotion use, the inventory events and the stored response in one
 // round trip of the hold transaction.
-func (h *holdsPlane) write(ctx context.Context, tx pgx.Tx, in holdInput, ev eventRow, resID string, expiresAt time.Time, seats []lockedSeat, occ []occupancy, fp []byte) (holdResult, error) {
+// pendingHold is a hold whose seats are locked, ready to be written.
+type pendingHold struct {
+	in        holdInput
+	ev        eventRow
+	id        string // the reservation's
+	expiresAt time.Time
+	seats     []lockedSeat
+	occ       []occupancy
+	// fingerprint of the request, stored with the response for replays.
+	fingerprint []byte
+}
+
+func (h *holdsPlane) write(ctx context.Context, tx pgx.Tx, p pendingHold) (holdResult, error) {
+	in, ev, resID, expiresAt, fp := p.in, p.ev, p.id, p.expiresAt, p.fingerprint
 	promo, err := lockPromotion(ctx, tx, in.Event, in.PromoCode)
 	if err != nil {
 		return holdResult{}, err
 	}
-	items, total, err := freeze(ev, seats, occ, promo)
+	items, total, err := freeze(ev, p.seats, p.occ, promo)
 	if err != nil {
 		return holdResult{}, err
 	}
