@@ -2,8 +2,10 @@ package store_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -204,4 +206,61 @@ func TestAdvisoryLockHasOneHolder(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, l3)
 	l3.Release()
+}
+
+// Every port FreePort hands out can host a Redis Cluster node: Redis
+// refuses ports above 55535 because the node's bus listens on port + 10000.
+func TestFreePortSuitsARedisClusterNode(t *testing.T) {
+	t.Parallel()
+	for i := 0; i < 50; i++ {
+		p, err := store.FreePort()
+		require.NoError(t, err)
+		require.LessOrEqual(t, p, 55535)
+		for _, port := range []int{p, p + 10000} {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			require.NoError(t, err, "port %d is free", port)
+			require.NoError(t, l.Close())
+		}
+	}
+}
+
+// Cluster nodes start every time, several at once.
+func TestRedisClusterNodesStart(t *testing.T) {
+	t.Parallel()
+	testenv.RedisURL(t) // the install hint when redis-server is missing
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			srv, err := store.StartRedisServer(context.Background(), store.RedisServerOptions{
+				Dir: t.TempDir(), Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"},
+			})
+			if err == nil {
+				err = srv.Stop()
+			}
+			errs[i] = err
+		}(i)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// A server that refuses to start says why: its own log lines end the error.
+func TestRedisStartErrorCarriesTheServerLog(t *testing.T) {
+	t.Parallel()
+	testenv.RedisURL(t)
+	_, err := store.StartRedisServer(context.Background(), store.RedisServerOptions{
+		Port: 60000, Dir: t.TempDir(), Args: []string{"--cluster-enabled", "yes"},
+	})
+	require.ErrorContains(t, err, "port number too high")
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	_, err = store.StartRedisServer(context.Background(), store.RedisServerOptions{Port: taken.Addr().(*net.TCPAddr).Port})
+	require.ErrorContains(t, err, "Address already in use", "a port the caller chose is not retried")
 }
