@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,7 +174,6 @@ func (e *env) stop() {
 type client struct {
 	e    *env
 	http *http.Client
-	ip   string
 }
 
 func (e *env) client() *client {
@@ -307,5 +305,3 @@ func hashes(seed uint64, n int) []uint64 {
 	}
 	return out
 }
-
-var uniq atomic.Int64

@@ -25,9 +25,6 @@ func (t Tier) hot() bool { return t.Read > 1 || t.Write > 1 }
 
 var baseTier = Tier{Read: 1, Write: 1}
 
-// validTier tells whether n is a shard count the table allows.
-func validTier(n int) bool { return n == 1 || n == 16 || n == 64 }
-
 // tierCache holds every hot hotel's tier, re-read from PostgreSQL every
 // tier_cache_ttl. A hotel absent from it has one shard. Reads are one
 // atomic load and a map lookup; PostgreSQL being down only means the

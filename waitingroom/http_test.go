@@ -128,6 +128,7 @@ func TestJoinStatusLeaveOverHTTP(t *testing.T) {
 	require.WithinDuration(t, time.Now().Add(5*time.Minute), a.ExpiresAt, 10*time.Second)
 
 	code, _ = s.call(t, http.MethodPost, "/v1/waitingroom/ev/join", "b", nil, &a)
+	require.Equal(t, http.StatusOK, code)
 	require.EqualValues(t, 1, *a.Position, "b is next")
 
 	// Leaving after checkout frees the slot; leaving the line gives up the place.

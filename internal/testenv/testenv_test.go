@@ -33,11 +33,13 @@ func TestRedisClusterServesEverySlot(t *testing.T) {
 	t.Parallel()
 	c := testenv.RedisCluster(t)
 	ctx := context.Background()
-	slots, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctx).Result()
 	require.NoError(t, err)
 	covered := 0
-	for _, s := range slots {
-		covered += int(s.End-s.Start) + 1
+	for _, s := range shards {
+		for _, r := range s.Slots {
+			covered += int(r.End-r.Start) + 1
+		}
 	}
 	require.Equal(t, 16384, covered)
 	for _, k := range []string{"{a}x", "{b}x", "{c}x", "{d}x"} {
