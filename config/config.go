@@ -56,6 +56,9 @@ type HTTP struct {
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// Pprof mounts Go's profiler at /debug/pprof/ (keep it off public ports).
 	Pprof bool `yaml:"pprof"`
+	// SlowRequest: a request that takes longer is access-logged at info,
+	// like every error; all others only at debug. 0 logs no request as slow.
+	SlowRequest time.Duration `yaml:"slow_request"`
 }
 
 // Realtime configures WebSocket and SSE connections and the topic hub.
@@ -137,6 +140,7 @@ func Default() Config {
 			ReadHeaderTimeout: 5 * time.Second,
 			IdleTimeout:       120 * time.Second,
 			ShutdownTimeout:   15 * time.Second,
+			SlowRequest:       time.Second,
 		},
 		Realtime: Realtime{
 			MaxMessageBytes:  4096,
@@ -200,6 +204,9 @@ func (c *Config) Validate() error {
 	}
 	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
 		bad("http.tls_cert", "tls_cert and tls_key must be set together")
+	}
+	if c.HTTP.SlowRequest < 0 {
+		bad("http.slow_request", "must not be negative (0 turns slow-request logging off)")
 	}
 	for _, cidr := range c.HTTP.TrustedProxies {
 		if _, _, err := net.ParseCIDR(cidr); err != nil {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -28,13 +29,18 @@ type bundle struct {
 
 func setup(t *testing.T, mutate func(*config.Config)) bundle {
 	t.Helper()
+	return setupLogged(t, mutate, testenv.Logger())
+}
+
+func setupLogged(t *testing.T, mutate func(*config.Config), log *slog.Logger) bundle {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Realtime.SendQueue = 4
 	cfg.Realtime.MaxMessageBytes = 64
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	s, err := NewServer(cfg, prometheus.NewRegistry(), testenv.Logger())
+	s, err := NewServer(cfg, prometheus.NewRegistry(), log)
 	require.NoError(t, err)
 	b := bundle{srv: s, conn: make(chan *Conn, 1)}
 	s.Echo.GET("/ws", func(c echo.Context) error {
