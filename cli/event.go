@@ -92,7 +92,7 @@ func withMainPool(cmd *cobra.Command, flags *commonFlags, f func(a *app.App) err
 		return err
 	}
 	cfg.Postgres.MigrateOnStart = true
-	a, err := app.New(cfg, newLogger(cfg.Log))
+	a, err := app.New(cfg, processLogger(cfg.Log))
 	if err != nil {
 		return err
 	}

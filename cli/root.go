@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/store"
 )
 
 // commonFlags are the flags every command that reads the configuration has.
@@ -55,15 +56,18 @@ func (f *commonFlags) load(cmd *cobra.Command) (config.Config, error) {
 	return config.Load(config.Source{File: file, Environ: os.Environ(), Flags: flags})
 }
 
-// newLogger builds the process logger from the log settings.
-func newLogger(cfg config.Log) *slog.Logger {
+// processLogger builds the process logger from the log settings and routes
+// go-redis's own log lines (one logger per process) into it.
+func processLogger(cfg config.Log) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.Level))
 	opts := &slog.HandlerOptions{Level: level}
+	log := slog.New(slog.NewTextHandler(os.Stderr, opts))
 	if cfg.Format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	store.RouteRedisLog(log)
+	return log
 }
 
 func warnUnknownEnv(log *slog.Logger) {

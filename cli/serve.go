@@ -22,7 +22,7 @@ func Serve(flags *commonFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log := newLogger(cfg.Log)
+			log := processLogger(cfg.Log)
 			warnUnknownEnv(log)
 			a, err := app.New(cfg, log)
 			if err != nil {
