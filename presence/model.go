@@ -3,8 +3,8 @@ package presence
 import (
 	"encoding/json"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/presenced/presenced/internal/auth"
 )
 
 // Automatic statuses; manual ones come from presence.manual_statuses.
@@ -132,22 +132,9 @@ type errorPayload struct {
 	Users   []string `json:"users,omitempty"`
 }
 
-// maxUserIDBytes bounds user ids (JWT subjects and subscription targets).
-const maxUserIDBytes = 128
-
-// validUserID accepts printable ids without braces, which delimit Redis
-// Cluster hash tags and would move a user's keys to another slot.
-func validUserID(id string) bool {
-	if id == "" || len(id) > maxUserIDBytes || !utf8.ValidString(id) {
-		return false
-	}
-	for _, r := range id {
-		if r == '{' || r == '}' || unicode.IsControl(r) || unicode.IsSpace(r) {
-			return false
-		}
-	}
-	return true
-}
+// validUserID is the server's one rule for user ids (auth.ValidUserID),
+// applied here to subscription targets and read-API ids as well.
+func validUserID(id string) bool { return auth.ValidUserID(id) == nil }
 
 // cleanIDs validates and de-duplicates a list of user ids, keeping order.
 func cleanIDs(ids []string) (out []string, bad string, ok bool) {
