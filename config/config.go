@@ -106,6 +106,9 @@ type Postgres struct {
 	ReadOnlyMaxConns int32  `yaml:"readonly_max_conns"`
 	WebhookMaxConns  int32  `yaml:"webhook_max_conns"`
 	MigrateOnStart   bool   `yaml:"migrate_on_start"`
+	// ConnectWait is how long a starting process waits for PostgreSQL to
+	// answer, so processes started together with their database come up.
+	ConnectWait time.Duration `yaml:"connect_wait"`
 	// BinDir holds initdb and pg_ctl for the private cluster; empty searches
 	// PATH and the usual Debian and Homebrew locations.
 	BinDir string `yaml:"bin_dir"`
@@ -164,6 +167,7 @@ func Default() Config {
 			ReadOnlyMaxConns: 5,
 			WebhookMaxConns:  5,
 			MigrateOnStart:   true,
+			ConnectWait:      30 * time.Second,
 		},
 		Auth: Auth{
 			JWKSRefresh: 5 * time.Minute,
@@ -243,6 +247,9 @@ func (c *Config) Validate() error {
 	}
 	if strings.ContainsAny(c.Redis.Prefix, "{}") {
 		bad("redis.prefix", "must not contain { or } (they delimit hash tags)")
+	}
+	if c.Postgres.ConnectWait < 0 {
+		bad("postgres.connect_wait", "must not be negative (0: one attempt)")
 	}
 	if c.Postgres.MaxConns <= 0 || c.Postgres.ReadOnlyMaxConns <= 0 || c.Postgres.WebhookMaxConns <= 0 {
 		bad("postgres.max_conns", "pool sizes must be positive")

@@ -142,6 +142,10 @@ func (ep *EmbeddedPostgres) AdminURL() string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", DevOwner, ep.Port)
 }
 
+// StartedHere tells whether this process started the server (and will stop
+// it), as opposed to reusing one already running on the data folder.
+func (ep *EmbeddedPostgres) StartedHere() bool { return ep.started }
+
 // Stop shuts the server down if this process started it.
 func (ep *EmbeddedPostgres) Stop() error {
 	if !ep.started {
