@@ -57,6 +57,13 @@ func LoadOrCreateDevSecrets(dataDir string) (DevSecrets, error) {
 	return s, nil
 }
 
+// ReadDevSecrets reads dataDir/dev-secrets.json without ever creating it,
+// for tools that must sign with the secrets a server already uses. A
+// missing file is an error that matches os.ErrNotExist.
+func ReadDevSecrets(dataDir string) (DevSecrets, error) {
+	return readDevSecrets(filepath.Join(dataDir, DevSecretsFile))
+}
+
 func readDevSecrets(path string) (DevSecrets, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
