@@ -20,7 +20,7 @@ func KeysCmd() *cobra.Command {
 		Example: `  presenced keys generate --kid pass-2027-01
   # signing_key to waitingroom.signing_key on the admit plane,
   # verify_key to waitingroom.verify_keys on the booking plane`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			signing, verify, err := keyring.Generate(kid)
 			if err != nil {
