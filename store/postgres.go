@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -61,12 +62,12 @@ func OpenPostgres(ctx context.Context, opt PostgresOptions) (*pgxpool.Pool, erro
 		}
 		if time.Since(start) >= opt.Wait || ctx.Err() != nil {
 			pool.Close()
-			return nil, fmt.Errorf("postgres %s pool: %s (%s) did not answer within %s (postgres.connect_wait): %w",
-				opt.Purpose, addr, Redact(opt.DSN), opt.Wait, errors.Join(err, ctx.Err()))
+			return nil, fmt.Errorf("postgres %s pool: %s (%s) did not answer within %s (postgres.connect_wait): %s",
+				opt.Purpose, addr, Redact(opt.DSN), opt.Wait, oneLine(errors.Join(err, ctx.Err())))
 		}
 		if now := time.Now(); now.After(nextNote) && opt.Log != nil {
 			opt.Log.Info("waiting for PostgreSQL", "addr", addr, "pool", opt.Purpose,
-				"waited", now.Sub(start).Round(time.Second), "gives_up_after", opt.Wait, "err", err)
+				"waited", now.Sub(start).Round(time.Second), "gives_up_after", opt.Wait, "err", oneLine(err))
 			nextNote = now.Add(waitProgressEvery)
 		}
 		select {
@@ -74,4 +75,13 @@ func OpenPostgres(ctx context.Context, opt PostgresOptions) (*pgxpool.Pool, erro
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// oneLine folds pgx's multi-line connect errors (one line per address
+// tried) into one, so a fatal error stays one line.
+func oneLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " | ")), " ")
 }
