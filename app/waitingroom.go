@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 
@@ -29,7 +30,9 @@ func (a *App) buildWaitingroom(ctx context.Context) (*waitingroom.Module, error)
 	if err != nil {
 		return nil, err
 	}
-	ring, err := a.passKeys()
+	// Only the admit plane signs passes (and publishes their keys); the
+	// worker's admission ticker never touches a pass and needs no keys.
+	ring, err := a.passKeys(slices.Contains(a.parts, "waitingroom.admit"))
 	if err != nil {
 		return nil, err
 	}
@@ -44,12 +47,21 @@ func (a *App) buildWaitingroom(ctx context.Context) (*waitingroom.Module, error)
 }
 
 // passKeys is the keyring of admission passes: the configured signing and
-// verify keys, or in development a key kept in the data folder (shared by
-// every process started on it).
-func (a *App) passKeys() (*keyring.Ring, error) {
+// verify keys, or in development (auth.dev_secrets) a key kept in the data
+// folder, shared by every process started on it. Outside development there
+// is no made-up key: a key of its own per process would sign passes no
+// other plane accepts. Then a process that needs the keys fails, and one
+// that does not gets a nil ring.
+func (a *App) passKeys(needed bool) (*keyring.Ring, error) {
 	cfg := a.Config.Waitingroom
 	if cfg.SigningKey != "" || len(cfg.VerifyKeys) > 0 {
 		return keyring.Parse(cfg.SigningKey, cfg.VerifyKeys)
+	}
+	if !a.Config.Auth.DevSecrets {
+		if !needed {
+			return nil, nil
+		}
+		return nil, errors.New("waitingroom: no pass keys configured and auth.dev_secrets is off: set waitingroom.signing_key on the admit plane and waitingroom.verify_keys on the booking plane (presenced keys generate)")
 	}
 	note := "waiting-room pass key (" + filepath.Join(a.Config.DataDir, "keys") + ")"
 	a.mu.Lock()
@@ -61,13 +73,14 @@ func (a *App) passKeys() (*keyring.Ring, error) {
 }
 
 // admissionVerifier checks admission passes against live leases, for the
-// booking plane. It needs only public keys.
+// booking plane; it needs only public keys. The expiry worker only
+// releases leases and verifies no pass.
 func (a *App) admissionVerifier(ctx context.Context) (*waitingroom.Verifier, error) {
 	rdb, err := a.Redis(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ring, err := a.passKeys()
+	ring, err := a.passKeys(slices.Contains(a.parts, "booking.holds"))
 	if err != nil {
 		return nil, err
 	}

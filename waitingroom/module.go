@@ -36,7 +36,7 @@ type Deps struct {
 	Redis   redis.UniversalClient
 	Keys    store.Keyspace
 	Hub     Hub
-	Ring    *keyring.Ring // signs passes on the admit plane; verifies everywhere
+	Ring    *keyring.Ring // signs passes on the admit plane; nil on a worker, which never touches a pass
 	Config  config.Waitingroom
 	Metrics prometheus.Registerer
 	Log     *slog.Logger
@@ -60,7 +60,7 @@ type Module struct {
 
 // New builds the module.
 func New(d Deps) (*Module, error) {
-	if d.Redis == nil || d.Hub == nil || d.Ring == nil || d.Metrics == nil || d.Log == nil {
+	if d.Redis == nil || d.Hub == nil || d.Metrics == nil || d.Log == nil {
 		return nil, errors.New("waitingroom: missing dependency")
 	}
 	met, err := newMetrics(d.Metrics)
@@ -72,11 +72,13 @@ func New(d Deps) (*Module, error) {
 		line:     NewLine(d.Redis, d.Keys),
 		hub:      d.Hub,
 		ring:     d.Ring,
-		verifier: NewVerifier(d.Redis, d.Keys, d.Ring, d.Config.StoreTimeout),
 		metrics:  met,
 		log:      d.Log,
 	}
-	if d.Ring.CanSign() {
+	if d.Ring != nil {
+		m.verifier = NewVerifier(d.Redis, d.Keys, d.Ring, d.Config.StoreTimeout)
+	}
+	if d.Ring != nil && d.Ring.CanSign() {
 		if m.issuer, err = NewIssuer(d.Ring, d.Config.PassTTL); err != nil {
 			return nil, err
 		}

@@ -99,8 +99,12 @@ func (r *Ring) Sign(msg []byte) (string, []byte, error) {
 // PrivateKey is the active signing key (for JWT libraries), or nil.
 func (r *Ring) PrivateKey() ed25519.PrivateKey { return r.private }
 
-// Public returns the public key for kid.
+// Public returns the public key for kid. A nil ring (a process that holds
+// no keys) knows none.
 func (r *Ring) Public(kid string) (ed25519.PublicKey, bool) {
+	if r == nil {
+		return nil, false
+	}
 	k, ok := r.public[kid]
 	return k, ok
 }
