@@ -115,6 +115,9 @@ func (a *App) Started() []string { return a.started }
 func (a *App) Start(ctx context.Context) error {
 	needs := map[dependency]bool{}
 	for _, name := range a.parts {
+		if a.table[name].start == nil {
+			continue // not built yet: no pool, and no readiness check, for it
+		}
 		for _, n := range a.table[name].needs {
 			needs[n] = true
 		}
