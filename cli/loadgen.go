@@ -42,11 +42,7 @@ when more than --max-errors of its operations failed.`,
 			Short: s.Describe(),
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				sum, err := loadgen.Execute(cmd.Context(), s, o, cmd.ErrOrStderr())
-				if err != nil {
-					return err
-				}
-				return sum.Write(cmd.OutOrStdout(), o.JSON)
+				return loadgen.Main(cmd.Context(), s, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			},
 		}
 		o.AddFlags(sub.Flags())
