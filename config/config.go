@@ -181,6 +181,11 @@ func Default() Config {
 	}
 }
 
+// SingleNode tells whether this is the zero-config development setup: no
+// Redis and no PostgreSQL configured, so the process starts its own and
+// everything runs on this machine.
+func (c *Config) SingleNode() bool { return c.Redis.URL == "" && c.Postgres.URL == "" }
+
 // Validate checks values that parse but make no sense, naming the key.
 func (c *Config) Validate() error {
 	var errs []string

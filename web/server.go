@@ -45,7 +45,16 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = ErrorHandler(log)
-	e.IPExtractor = ipExtractor(cfg.HTTP.TrustedProxies)
+	trusted := cfg.HTTP.TrustedProxies
+	if len(trusted) == 0 && cfg.SingleNode() {
+		// On a development laptop the clients are this machine's own: a
+		// local load generator simulates many networks through
+		// X-Forwarded-For, and would otherwise be one network to the
+		// per-network limits and the abuse rules.
+		trusted = []string{"127.0.0.0/8", "::1/128"}
+		log.Info("development mode: X-Forwarded-For from loopback is trusted (set http.trusted_proxies to choose)")
+	}
+	e.IPExtractor = ipExtractor(trusted)
 
 	hm, err := newHTTPMetrics(reg)
 	if err != nil {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -272,4 +273,27 @@ func TestErrorShape(t *testing.T) {
 	require.NoError(t, jsonDecode(resp, &body))
 	require.Equal(t, "seats_unavailable", body["error"]["code"])
 	require.Equal(t, []any{"A-1"}, body["error"]["seats"])
+}
+
+// A zero-config development server believes X-Forwarded-For from loopback,
+// so a local load generator's synthetic networks count as networks; a
+// server with configured stores believes nobody it was not told to.
+func TestDevelopmentTrustsLoopbackProxies(t *testing.T) {
+	t.Parallel()
+	realIP := func(mutate func(*config.Config)) string {
+		b := setup(t, mutate)
+		b.srv.Echo.GET("/ip", func(c echo.Context) error { return c.String(http.StatusOK, c.RealIP()) })
+		req, err := http.NewRequest(http.MethodGet, b.url+"/ip", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Forwarded-For", "100.64.7.9")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(body)
+	}
+	require.Equal(t, "100.64.7.9", realIP(nil), "development: no stores configured")
+	require.Equal(t, "127.0.0.1", realIP(func(c *config.Config) { c.Redis.URL, c.Postgres.URL = "redis://r:6379", "postgres://p/db" }))
+	require.Equal(t, "127.0.0.1", realIP(func(c *config.Config) { c.HTTP.TrustedProxies = []string{"10.0.0.0/8"} }), "configured proxies replace the default")
 }
