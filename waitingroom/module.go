@@ -68,12 +68,12 @@ func New(d Deps) (*Module, error) {
 		return nil, err
 	}
 	m := &Module{
-		cfg:      d.Config,
-		line:     NewLine(d.Redis, d.Keys),
-		hub:      d.Hub,
-		ring:     d.Ring,
-		metrics:  met,
-		log:      d.Log,
+		cfg:     d.Config,
+		line:    NewLine(d.Redis, d.Keys),
+		hub:     d.Hub,
+		ring:    d.Ring,
+		metrics: met,
+		log:     d.Log,
 	}
 	if d.Ring != nil {
 		m.verifier = NewVerifier(d.Redis, d.Keys, d.Ring, d.Config.StoreTimeout)
