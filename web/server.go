@@ -65,6 +65,18 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 		return nil, fmt.Errorf("web: %w", err)
 	}
 	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, ready: newReadiness(log)}
+	// Made here, not in Serve: Shutdown may run before or while Serve
+	// starts (a failed start, a signal), and a server shut down first
+	// refuses to serve.
+	s.http = &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		IdleTimeout:       cfg.HTTP.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	if cfg.HTTP.TLSCert != "" {
+		s.http.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 
 	e.Use(middleware.RequestID())
 	e.Use(accessLog(log, cfg.HTTP.SlowRequest))
@@ -93,15 +105,8 @@ func (s *Server) AddCheck(name string, check Check) { s.ready.add(name, check) }
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	s.http = &http.Server{
-		Handler:           s.Echo,
-		ReadHeaderTimeout: s.cfg.HTTP.ReadHeaderTimeout,
-		IdleTimeout:       s.cfg.HTTP.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
 	var err error
 	if s.cfg.HTTP.TLSCert != "" {
-		s.http.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		err = s.http.ServeTLS(ln, s.cfg.HTTP.TLSCert, s.cfg.HTTP.TLSKey)
 	} else {
 		err = s.http.Serve(ln)
@@ -120,9 +125,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if s.http != nil {
-			httpErr = s.http.Shutdown(ctx)
-		}
+		httpErr = s.http.Shutdown(ctx)
 	}()
 	sockErr := s.Sockets.CloseAll(ctx)
 	<-done
