@@ -30,7 +30,7 @@ func TestZeroConfigServerTakesLocalLoad(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	srv := exec.Command(bin, "serve")
 	srv.Env = append(os.Environ(), "PRESENCED_DATA_DIR="+data, fmt.Sprintf("PRESENCED_LISTEN=127.0.0.1:%d", port))
-	var serverLog strings.Builder
+	var serverLog lockedBuffer
 	srv.Stderr = &serverLog
 	require.NoError(t, srv.Start())
 	exited := make(chan error, 1)
