@@ -47,7 +47,7 @@ func TestUnreachableStoresAreReportedClearly(t *testing.T) {
 	require.NoError(t, err)
 	stderr, code := runBinary(t, bin, []string{
 		"PRESENCED_DATA_DIR=" + t.TempDir(),
-		"PRESENCED_POSTGRES_CONNECT_WAIT=6s",
+		"PRESENCED_POSTGRES_CONNECT_WAIT=9s", // a progress line is due after 5 s
 	}, "serve", "--roles", "booking", "--listen", "127.0.0.1:0",
 		"--redis-url", fmt.Sprintf("redis://127.0.0.1:%d", redisPort),
 		"--postgres-url", fmt.Sprintf("postgres://presenced@127.0.0.1:%d/presenced", pgPort))
@@ -57,7 +57,7 @@ func TestUnreachableStoresAreReportedClearly(t *testing.T) {
 	require.Contains(t, stderr, `msg="waiting for PostgreSQL" addr=`+addr, "a progress line names the address")
 	last := lines[len(lines)-1]
 	require.True(t, strings.HasPrefix(last, "presenced: postgres main pool: "+addr), last)
-	require.Contains(t, last, "did not answer within 6s (postgres.connect_wait)")
+	require.Contains(t, last, "did not answer within 9s (postgres.connect_wait)")
 	require.NotContains(t, stderr, "shutting down")
 	require.NotContains(t, stderr, "msg=stopped")
 	for _, l := range lines {

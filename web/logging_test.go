@@ -91,12 +91,14 @@ func TestAccessLogAtInfoKeepsToErrorsAndSlowRequests(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.Len(t, rec.access(slog.LevelDebug), 2000, "every request is logged at debug")
+	// A line is written just after its response: the client may be first.
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(rec.access(slog.LevelDebug)) == 2000 }, "every request is logged at debug")
 	require.Empty(t, rec.access(slog.LevelInfo), "2,000 successes and refusals write nothing at info")
 
 	get(t, b.url+"/denied")
 	get(t, b.url+"/boom")
 	get(t, b.url+"/healthz")
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(rec.access(slog.LevelDebug)) == 2003 }, "three more lines")
 	lines := rec.access(slog.LevelInfo)
 	require.Len(t, lines, 2)
 	require.EqualValues(t, 403, lines[0]["status"])
@@ -111,6 +113,7 @@ func TestSlowRequestsAreLoggedAtInfo(t *testing.T) {
 	b := setupLogged(t, func(c *config.Config) { c.HTTP.SlowRequest = time.Nanosecond }, slog.New(rec))
 	b.srv.Echo.GET("/ok", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
 	get(t, b.url+"/ok")
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(rec.access(slog.LevelDebug)) == 1 }, "the request is logged")
 	lines := rec.access(slog.LevelInfo)
 	require.Len(t, lines, 1, "slower than http.slow_request")
 	require.EqualValues(t, 204, lines[0]["status"])
@@ -156,6 +159,7 @@ func TestHandshakeRefusalsAnswerTheErrorShape(t *testing.T) {
 	require.Equal(t, "bad_request", body.Error["code"])
 	require.Contains(t, body.Error["message"], "WebSocket")
 
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(rec.access(slog.LevelDebug)) == 3 }, "both refusals are logged")
 	logged := rec.access(slog.LevelInfo)
 	require.Len(t, logged, 2, "refusals are client errors at info")
 	require.EqualValues(t, 403, logged[0]["status"])
