@@ -27,8 +27,14 @@ const (
 // before the server binds: callers that chose the port retry on a bind
 // failure.
 func FreePort() (int, error) {
+	return freePortOf(func() int { return portLow + rand.IntN(portHigh-portLow+1) })
+}
+
+// freePortOf returns the first of candidate's ports that is free together
+// with its bus port.
+func freePortOf(candidate func() int) (int, error) {
 	for i := 0; i < portChoices; i++ {
-		p := portLow + rand.IntN(portHigh-portLow+1)
+		p := candidate()
 		if portFree(p) && portFree(p+clusterBus) {
 			return p, nil
 		}

@@ -35,6 +35,26 @@ func TestRedisServerRetriesATakenPort(t *testing.T) {
 	require.Len(t, picked, 2, "one retry after the bind failure")
 }
 
+// A port whose bus port (port + 10000) is taken is passed over.
+func TestFreePortSkipsATakenBusPort(t *testing.T) {
+	t.Parallel()
+	bus, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer bus.Close()
+	busy := bus.Addr().(*net.TCPAddr).Port - clusterBus
+	calls := 0
+	p, err := freePortOf(func() int {
+		calls++
+		if calls == 1 {
+			return busy
+		}
+		return portLow + calls
+	})
+	require.NoError(t, err)
+	require.NotEqual(t, busy, p, "%d was passed over: its bus port is taken", busy)
+	require.GreaterOrEqual(t, calls, 2)
+}
+
 func TestLogTailKeepsTheLastLines(t *testing.T) {
 	t.Parallel()
 	l := newLogTail(2)

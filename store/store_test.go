@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -209,18 +208,17 @@ func TestAdvisoryLockHasOneHolder(t *testing.T) {
 }
 
 // Every port FreePort hands out can host a Redis Cluster node: Redis
-// refuses ports above 55535 because the node's bus listens on port + 10000.
+// refuses ports above 55535 because the node's bus listens on port + 10000,
+// and both stay below the kernels' ephemeral ranges (from 32768), where
+// any outgoing connection could take them. (That they are free is checked
+// in the package's own test: another process may take one at any time.)
 func TestFreePortSuitsARedisClusterNode(t *testing.T) {
 	t.Parallel()
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 200; i++ {
 		p, err := store.FreePort()
 		require.NoError(t, err)
-		require.LessOrEqual(t, p, 55535)
-		for _, port := range []int{p, p + 10000} {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-			require.NoError(t, err, "port %d is free", port)
-			require.NoError(t, l.Close())
-		}
+		require.GreaterOrEqual(t, p, 1024)
+		require.Less(t, p+10000, 32768)
 	}
 }
 
