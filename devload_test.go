@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/presenced/presenced/store"
 )
 
 // The newcomer's first load: a zero-config server and the viewers load
@@ -25,11 +22,8 @@ func TestZeroConfigServerTakesLocalLoad(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
 	data := t.TempDir()
-	port, err := store.FreePort()
-	require.NoError(t, err)
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	srv := exec.Command(bin, "serve")
-	srv.Env = append(os.Environ(), "PRESENCED_DATA_DIR="+data, fmt.Sprintf("PRESENCED_LISTEN=127.0.0.1:%d", port))
+	srv := exec.Command(bin, "serve", "--listen", "127.0.0.1:0")
+	srv.Env = append(os.Environ(), "PRESENCED_DATA_DIR="+data)
 	var serverLog lockedBuffer
 	srv.Stderr = &serverLog
 	require.NoError(t, srv.Start())
@@ -51,6 +45,16 @@ func TestZeroConfigServerTakesLocalLoad(t *testing.T) {
 		}
 	})
 	deadline := time.Now().Add(2 * time.Minute)
+	var base string
+	for base == "" {
+		_, addr, ok := strings.Cut(serverLog.String(), "msg=listening addr=")
+		if ok && strings.Contains(addr, "\n") {
+			base = "http://" + strings.TrimSpace(strings.SplitN(addr, "\n", 2)[0])
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the server did not start: %s", serverLog.String())
+		time.Sleep(50 * time.Millisecond)
+	}
 	for {
 		resp, err := http.Get(base + "/readyz")
 		if err == nil {

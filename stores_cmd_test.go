@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -41,19 +40,16 @@ func runBinary(t *testing.T, bin string, env []string, args ...string) (string, 
 func TestUnreachableStoresAreReportedClearly(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
-	redisPort, err := store.FreePort()
-	require.NoError(t, err)
-	pgPort, err := store.FreePort()
-	require.NoError(t, err)
+	redisAddr, pgAddr := deadAddr(t), deadAddr(t)
 	stderr, code := runBinary(t, bin, []string{
 		"PRESENCED_DATA_DIR=" + t.TempDir(),
 		"PRESENCED_POSTGRES_CONNECT_WAIT=9s", // a progress line is due after 5 s
 	}, "serve", "--roles", "booking", "--listen", "127.0.0.1:0",
-		"--redis-url", fmt.Sprintf("redis://127.0.0.1:%d", redisPort),
-		"--postgres-url", fmt.Sprintf("postgres://presenced@127.0.0.1:%d/presenced", pgPort))
+		"--redis-url", "redis://"+redisAddr,
+		"--postgres-url", "postgres://presenced@"+pgAddr+"/presenced")
 	require.Equal(t, 1, code, stderr)
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
-	addr := fmt.Sprintf("127.0.0.1:%d", pgPort)
+	addr := pgAddr
 	require.Contains(t, stderr, `msg="waiting for PostgreSQL" addr=`+addr, "a progress line names the address")
 	last := lines[len(lines)-1]
 	require.True(t, strings.HasPrefix(last, "presenced: postgres main pool: "+addr), last)
