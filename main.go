@@ -15,18 +15,23 @@ import (
 
 func main() {
 	root := &cobra.Command{
-		Use:           "presenced",
-		Short:         "Presence, live viewer counts, waiting rooms, booking and payments in one binary",
+		Use:   "presenced",
+		Short: "Presence, live viewer counts, waiting rooms, booking and payments in one binary",
+		Example: `  presenced serve                      # a development server with every role
+  presenced token --user alice         # a user JWT for that server
+  presenced loadgen viewers -d 30s     # load it
+  presenced roles                      # what each --roles plane starts`,
+		Version:       cli.VersionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	flags := cli.AddConfigFlags(root.PersistentFlags())
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
-		cli.Serve(flags),
-		cli.Migrate(flags),
-		cli.Token(flags),
-		cli.EventCmd(flags),
-		cli.DemoCmd(flags),
+		cli.Serve(),
+		cli.Migrate(),
+		cli.Token(),
+		cli.EventCmd(),
+		cli.DemoCmd(),
 		cli.KeysCmd(),
 		cli.RolesCmd(),
 		cli.Loadgen(),

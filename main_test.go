@@ -23,7 +23,7 @@ func TestDockerfile(t *testing.T) {
 	f, err := os.Open("Dockerfile")
 	require.NoError(t, err)
 	defer f.Close()
-	var froms, users []string
+	var froms, users, args []string
 	var build string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -31,6 +31,8 @@ func TestDockerfile(t *testing.T) {
 		switch {
 		case strings.HasPrefix(line, "FROM "):
 			froms = append(froms, line)
+		case strings.HasPrefix(line, "ARG "):
+			args = append(args, strings.TrimPrefix(line, "ARG "))
 		case strings.HasPrefix(line, "USER "):
 			users = append(users, strings.TrimPrefix(line, "USER "))
 		case strings.HasPrefix(line, "RUN ") && strings.Contains(line, "go build"):
@@ -40,6 +42,12 @@ func TestDockerfile(t *testing.T) {
 	require.GreaterOrEqual(t, len(froms), 2, "multi-stage build")
 	require.Contains(t, froms[0], " AS build")
 	require.Contains(t, build, "CGO_ENABLED=0", "static binary")
+	// .git stays out of the context, so the version and commit come in as
+	// build arguments for `presenced version`.
+	require.Contains(t, args, "VERSION=dev")
+	require.Contains(t, args, "COMMIT=unknown")
+	require.Contains(t, build, "-X github.com/presenced/presenced/cli.Version=${VERSION}")
+	require.Contains(t, build, "-X github.com/presenced/presenced/cli.Commit=${COMMIT}")
 	require.NotEmpty(t, users, "the final image runs as a named user")
 	user := strings.Split(users[len(users)-1], ":")[0]
 	require.NotContains(t, []string{"root", "0"}, user)
@@ -146,16 +154,37 @@ func TestCommandLine(t *testing.T) {
 	require.Contains(t, string(out), "PRESENCED_HTTP_SHUTDOWN_TIMEOUT")
 	require.Contains(t, string(out), "http.shutdown_timeout")
 
-	tok, _, code := run("token", "--user", "alice", "--ttl", "10m")
-	require.Zero(t, code)
+	// No server has run on this data folder: a token signed with new
+	// secrets would be refused by whichever server the user means.
+	secrets := filepath.Join(data, "dev-secrets.json")
+	tok, stderr, code := run("token", "--user", "alice", "--ttl", "10m")
+	require.Equal(t, 1, code)
+	require.Empty(t, tok)
+	require.Contains(t, stderr, "no development secrets at "+secrets)
+	require.Contains(t, stderr, "--data-dir")
+	require.Contains(t, stderr, "--create-secrets")
+	require.NoFileExists(t, secrets)
+	tok, stderr, code = run("token", "--user", "alice", "--ttl", "10m", "--create-secrets")
+	require.Zero(t, code, stderr)
 	require.Equal(t, 3, len(strings.Split(strings.TrimSpace(tok), ".")), "a JWT on stdout only")
-	key1, _, _ := run("token", "--api-key")
-	key2, _, _ := run("token", "--api-key")
+	require.Contains(t, stderr, "new development secrets created at "+secrets)
+	key1, stderr, _ := run("token", "--api-key")
+	require.Contains(t, stderr, "development secrets from "+secrets, "says which file it used")
+	key2, _, _ := run("token", "--api-key", "--data-dir", data)
 	require.NotEmpty(t, strings.TrimSpace(key1))
 	require.Equal(t, key1, key2, "the development API key is generated once")
+	_, stderr, code = run("token", "--api-key", "--data-dir", t.TempDir())
+	require.Equal(t, 1, code, "--data-dir points at a folder without secrets")
+	require.Contains(t, stderr, "no development secrets")
 	_, stderr, code = run("token")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "--user")
+	// The server's own rule for user ids: it would refuse these tokens.
+	for _, bad := range []string{"alice smith", "a{b}", strings.Repeat("x", 129)} {
+		_, stderr, code = run("token", "--user", bad)
+		require.Equal(t, 1, code, bad)
+		require.Contains(t, stderr, "--user: ", bad)
+	}
 
 	stdout, _, code := run("roles")
 	require.Zero(t, code)
@@ -163,4 +192,52 @@ func TestCommandLine(t *testing.T) {
 	stdout, _, code = run("version")
 	require.Zero(t, code)
 	require.Contains(t, stdout, "presenced")
+
+	// A load run that failed says so in its exit status.
+	stdout, stderr, code = run("loadgen", "http", "--target", "http://"+deadAddr(t), "-d", "1s", "-c", "2")
+	require.Equal(t, 1, code, stdout)
+	require.Contains(t, stderr, "more than --max-errors 1%")
+	require.Contains(t, stdout, "errors", "the summary comes first")
+
+	// Serve's flags are serve's: other commands neither list nor take them.
+	stdout, _, code = run("roles", "--help")
+	require.Zero(t, code)
+	require.NotContains(t, stdout, "--redis-url")
+	_, stderr, code = run("version", "--listen", ":1")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "unknown flag: --listen")
+	for _, c := range []string{"serve", "token", "migrate", "demo", "loadgen", "roles", "keys generate", "version"} {
+		stdout, _, code = run(append(strings.Fields(c), "--help")...)
+		require.Zero(t, code, c)
+		require.Contains(t, stdout, "Examples:", "%s --help shows examples", c)
+	}
+}
+
+// The version names the commit: from -ldflags as the Dockerfile stamps it,
+// or from Go's VCS stamp in a git checkout.
+func TestVersionNamesTheCommit(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "presenced")
+	ld := "-X github.com/presenced/presenced/cli.Version=v9.8.7 -X github.com/presenced/presenced/cli.Commit=0123456789abcdef0123"
+	out, err := exec.Command("go", "build", "-ldflags", ld, "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, err = exec.Command(bin, args...).Output()
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(string(out), "presenced v9.8.7 (0123456789ab, go"), "%v: %s", args, out)
+	}
+
+	// Without -X, the commit is Go's VCS stamp, when the checkout gave one.
+	out, err = exec.Command("go", "build", "-buildvcs=auto", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	info, err := exec.Command("go", "version", "-m", bin).Output()
+	require.NoError(t, err)
+	out, err = exec.Command(bin, "version").Output()
+	require.NoError(t, err)
+	_, rev, stamped := strings.Cut(string(info), "vcs.revision=")
+	if !stamped {
+		require.Contains(t, string(out), "presenced dev (unknown commit")
+		return
+	}
+	require.Contains(t, string(out), "presenced dev ("+rev[:12])
 }

@@ -12,7 +12,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
@@ -60,6 +60,10 @@ type App struct {
 	loopWG    sync.WaitGroup
 	loopErr   chan error
 	devMode   []string
+	// ran is set once Run serves: the shutdown of a process that never
+	// started (a failed start, a one-shot command) is not announced, so
+	// its error is the last thing a person reads.
+	ran atomic.Bool
 }
 
 // modules are the domain modules of this process, each built on first use
@@ -136,6 +140,9 @@ func (a *App) Started() []string { return a.started }
 func (a *App) Start(ctx context.Context) error {
 	needs := map[dependency]bool{}
 	for _, name := range a.parts {
+		if a.table[name].start == nil {
+			continue // not built yet: no pool, and no readiness check, for it
+		}
 		for _, n := range a.table[name].needs {
 			needs[n] = true
 		}
@@ -175,6 +182,7 @@ func (a *App) Start(ctx context.Context) error {
 // Run serves on ln and runs the background loops until ctx ends or a loop
 // fails, then shuts down within http.shutdown_timeout.
 func (a *App) Run(ctx context.Context, ln net.Listener) error {
+	a.ran.Store(true)
 	for _, l := range a.loops {
 		a.loopWG.Add(1)
 		go func(l loop) {
@@ -206,7 +214,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 func (a *App) Shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.Config.HTTP.ShutdownTimeout)
 	defer cancel()
-	a.Log.Info("shutting down")
+	if a.ran.Load() {
+		a.Log.Info("shutting down")
+	}
 	var errs []error
 	if err := a.Server.Shutdown(ctx); err != nil {
 		errs = append(errs, err)
@@ -229,7 +239,12 @@ func (a *App) Shutdown() error {
 		}
 	}
 	err := errors.Join(errs...)
-	a.Log.Info("stopped", "err", err)
+	switch {
+	case err != nil:
+		a.Log.Warn("stopped with errors", "err", err)
+	case a.ran.Load():
+		a.Log.Info("stopped")
+	}
 	return err
 }
 
@@ -345,7 +360,9 @@ func (a *App) pool(ctx context.Context, purpose string) (*pgxpool.Pool, error) {
 		a.embPG = ep
 		a.closers = append(a.closers, ep.Stop)
 		a.devMode = append(a.devMode, "postgres ("+ep.Dir+")")
-		a.Log.Warn("no postgres.url configured: started a private PostgreSQL", "dir", ep.Dir, "port", ep.Port)
+		if ep.StartedHere() { // a reused server was announced by StartEmbeddedPostgres
+			a.Log.Warn("no postgres.url configured: started a private PostgreSQL", "dir", ep.Dir, "port", ep.Port)
+		}
 	}
 	if cfg.URL == "" && purpose != store.PoolMain {
 		// The private cluster has nobody else to migrate it: do it through
@@ -355,7 +372,9 @@ func (a *App) pool(ctx context.Context, purpose string) (*pgxpool.Pool, error) {
 		}
 	}
 	dsn, size := a.dsnFor(purpose)
-	pool, err := store.OpenPostgres(ctx, dsn, purpose, size, 30*time.Second)
+	pool, err := store.OpenPostgres(ctx, store.PostgresOptions{
+		DSN: dsn, Purpose: purpose, MaxConns: size, Wait: cfg.ConnectWait, Log: a.Log,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 
@@ -48,11 +51,22 @@ func (a *App) viewersLimitRedis() (redis.UniversalClient, error) {
 	return rdb, nil
 }
 
-// viewersKeyring is the session cookie key ring: configured keys, or a
-// development key kept under data_dir when none are configured.
+// viewersKeyring is the session cookie key ring: configured keys, or in
+// development (auth.dev_secrets) a key kept under data_dir. Outside
+// development there is no made-up key: each process would sign cookies the
+// others refuse. Only the ingest plane asks for it.
 func (a *App) viewersKeyring() (*keyring.Ring, error) {
 	v := a.Config.Viewers
 	if v.CookieSigningKey == "" && len(v.CookieVerifyKeys) == 0 {
+		if !a.Config.Auth.DevSecrets {
+			return nil, errors.New("viewers: no cookie keys configured and auth.dev_secrets is off: set viewers.cookie_signing_key on the ingest plane (presenced keys generate)")
+		}
+		note := "viewers cookie key (" + filepath.Join(a.Config.DataDir, "keys") + ")"
+		a.mu.Lock()
+		if !slices.Contains(a.devMode, note) {
+			a.devMode = append(a.devMode, note)
+		}
+		a.mu.Unlock()
 		r, err := keyring.LoadOrCreateDev(a.Config.DataDir, "viewers-cookie")
 		if err != nil {
 			return nil, fmt.Errorf("viewers: development cookie key: %w", err)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 
@@ -30,12 +31,18 @@ func (a *App) waitingroom() (*waitingroom.Module, error) {
 }
 
 // passKeys is the keyring of admission passes: the configured signing and
-// verify keys, or in development a key kept in the data folder (shared by
-// every process started on it).
+// verify keys, or in development (auth.dev_secrets) a key kept in the data
+// folder, shared by every process started on it. Outside development there
+// is no made-up key: a key of its own per process would sign passes no
+// other plane accepts. Only the parts that sign or check passes ask for it
+// (waitingroom.admit, waitingroom.verify); the worker never does.
 func (a *App) passKeys() (*keyring.Ring, error) {
 	cfg := a.Config.Waitingroom
 	if cfg.SigningKey != "" || len(cfg.VerifyKeys) > 0 {
 		return keyring.Parse(cfg.SigningKey, cfg.VerifyKeys)
+	}
+	if !a.Config.Auth.DevSecrets {
+		return nil, errors.New("waitingroom: no pass keys configured and auth.dev_secrets is off: set waitingroom.signing_key on the admit plane and waitingroom.verify_keys on the booking plane (presenced keys generate)")
 	}
 	note := "waiting-room pass key (" + filepath.Join(a.Config.DataDir, "keys") + ")"
 	a.mu.Lock()

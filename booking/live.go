@@ -91,7 +91,7 @@ func (lc liveConn) Deliver(m hub.Message) {
 func (s *seatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *web.Sockets, topics []string) error {
 	conn, err := sockets.Upgrade(c, "seatmap")
 	if err != nil {
-		return nil // the upgrader answered the client
+		return err // a refused handshake is answered already; a draining server's 503 is not
 	}
 	sub := &liveConn{conn}
 	ctx, cancel := context.WithTimeout(conn.Context(), 5*time.Second)

@@ -15,8 +15,8 @@ import (
 )
 
 // EventCmd is `presenced event create`.
-func EventCmd(flags *commonFlags) *cobra.Command {
-	cmd := &cobra.Command{Use: "event", Short: "Manage on-sale events"}
+func EventCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "event", Short: "Manage on-sale events", Example: "  presenced event create --help"}
 	var (
 		spec                            booking.EventSpec
 		sections, starts, opens, closes string
@@ -24,41 +24,45 @@ func EventCmd(flags *commonFlags) *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create --id ID --sections A:20x30@4500,B:40x50@3000 --starts-at 2027-06-01T20:00:00Z",
 		Short: "Create an event with its sections and seats (prices in minor units)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if spec.Sections, err = booking.ParseSections(sections); err != nil {
+		Example: `  # two sections: A with 20 rows of 30 seats at 45.00, B with 40 rows of 50 at 30.00
+  presenced event create --id final-2027 --name "Cup Final" \
+    --sections A:20x30@4500,B:40x50@3000 --starts-at 2027-06-01T20:00:00Z`,
+		Args: cobra.NoArgs,
+	}
+	flags := configFlags(create, flagPostgres)
+	create.RunE = func(cmd *cobra.Command, _ []string) error {
+		var err error
+		if spec.Sections, err = booking.ParseSections(sections); err != nil {
+			return err
+		}
+		if spec.StartsAt, err = parseTime("--starts-at", starts); err != nil {
+			return err
+		}
+		if opens != "" {
+			if spec.SaleOpensAt, err = parseTime("--opens-at", opens); err != nil {
 				return err
 			}
-			if spec.StartsAt, err = parseTime("--starts-at", starts); err != nil {
+		}
+		if closes != "" {
+			t, err := parseTime("--closes-at", closes)
+			if err != nil {
 				return err
 			}
-			if opens != "" {
-				if spec.SaleOpensAt, err = parseTime("--opens-at", opens); err != nil {
-					return err
-				}
+			spec.SaleClosesAt = &t
+		}
+		return withMainPool(cmd, flags, func(a *app.App) error {
+			pool, err := a.Postgres(cmd.Context(), store.PoolMain)
+			if err != nil {
+				return err
 			}
-			if closes != "" {
-				t, err := parseTime("--closes-at", closes)
-				if err != nil {
-					return err
-				}
-				spec.SaleClosesAt = &t
+			sum, err := booking.CreateEvent(cmd.Context(), pool, spec)
+			if err != nil {
+				return err
 			}
-			return withMainPool(cmd, flags, func(a *app.App) error {
-				pool, err := a.Postgres(cmd.Context(), store.PoolMain)
-				if err != nil {
-					return err
-				}
-				sum, err := booking.CreateEvent(cmd.Context(), pool, spec)
-				if err != nil {
-					return err
-				}
-				out, _ := json.Marshal(sum)
-				printf(cmd, "%s\n", out)
-				return nil
-			})
-		},
+			out, _ := json.Marshal(sum)
+			printf(cmd, "%s\n", out)
+			return nil
+		})
 	}
 	f := create.Flags()
 	f.StringVar(&spec.ID, "id", "", "event id (letters, digits, '.', '_', '-')")
@@ -92,7 +96,7 @@ func withMainPool(cmd *cobra.Command, flags *commonFlags, f func(a *app.App) err
 		return err
 	}
 	cfg.Postgres.MigrateOnStart = true
-	a, err := app.New(cfg, newLogger(cfg.Log))
+	a, err := app.New(cfg, processLogger(cfg.Log))
 	if err != nil {
 		return err
 	}
@@ -101,39 +105,42 @@ func withMainPool(cmd *cobra.Command, flags *commonFlags, f func(a *app.App) err
 }
 
 // DemoCmd is `presenced demo`: seed a realistic venue to play with.
-func DemoCmd(flags *commonFlags) *cobra.Command {
+func DemoCmd() *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Seed a demo on-sale event (a 50,000-seat arena with a promotion code)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withMainPool(cmd, flags, func(a *app.App) error {
-				pool, err := a.Postgres(cmd.Context(), store.PoolMain)
-				if err != nil {
-					return err
-				}
-				spec := demoArena(id)
-				sum, err := booking.CreateEvent(cmd.Context(), pool, spec)
-				if errors.Is(err, booking.ErrEventExists) {
-					printf(cmd, "event %s already exists\n", id)
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				if err := booking.CreatePromotion(cmd.Context(), pool, id, booking.PromotionSpec{
-					Code: "EARLYBIRD", DiscountBps: 2000, MaxUses: 500,
-				}); err != nil {
-					return err
-				}
-				printf(cmd, "event %s: %d seats in %d sections, promotion EARLYBIRD (20%% off, 500 uses)\n", sum.ID, sum.Seats, sum.Sections)
-				printf(cmd, "seat map: GET /v1/events/%s/seats  live: GET /v1/events/%s/live\n", id, id)
-				printf(cmd, "hotels for viewers (ids need no registration): %s\n", strings.Join(demoHotels(), " "))
-				printf(cmd, "  POST /v1/viewers/<hotel>/heartbeat  GET /v1/viewers/<hotel>/count  GET /v1/viewers/<hotel>/stream\n")
+		Example: `  presenced demo                  # into the development server's database (./var)
+  presenced demo --event arena-2  # another arena beside it`,
+		Args: cobra.NoArgs,
+	}
+	flags := configFlags(cmd, flagPostgres)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return withMainPool(cmd, flags, func(a *app.App) error {
+			pool, err := a.Postgres(cmd.Context(), store.PoolMain)
+			if err != nil {
+				return err
+			}
+			spec := demoArena(id)
+			sum, err := booking.CreateEvent(cmd.Context(), pool, spec)
+			if errors.Is(err, booking.ErrEventExists) {
+				printf(cmd, "event %s already exists\n", id)
 				return nil
-			})
-		},
+			}
+			if err != nil {
+				return err
+			}
+			if err := booking.CreatePromotion(cmd.Context(), pool, id, booking.PromotionSpec{
+				Code: "EARLYBIRD", DiscountBps: 2000, MaxUses: 500,
+			}); err != nil {
+				return err
+			}
+			printf(cmd, "event %s: %d seats in %d sections, promotion EARLYBIRD (20%% off, 500 uses)\n", sum.ID, sum.Seats, sum.Sections)
+			printf(cmd, "seat map: GET /v1/events/%s/seats  live: GET /v1/events/%s/live\n", id, id)
+			printf(cmd, "hotels for viewers (ids need no registration): %s\n", strings.Join(demoHotels(), " "))
+			printf(cmd, "  POST /v1/viewers/<hotel>/heartbeat  GET /v1/viewers/<hotel>/count  GET /v1/viewers/<hotel>/stream\n")
+			return nil
+		})
 	}
 	cmd.Flags().StringVar(&id, "event", "demo-arena", "id of the demo event")
 	return cmd

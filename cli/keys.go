@@ -17,7 +17,10 @@ func KeysCmd() *cobra.Command {
 	gen := &cobra.Command{
 		Use:   "generate [--kid ID]",
 		Short: "Print a new Ed25519 signing key and its public verify key (kid:base64)",
-		Args:  cobra.NoArgs,
+		Example: `  presenced keys generate --kid pass-2027-01
+  # signing_key to waitingroom.signing_key on the admit plane,
+  # verify_key to waitingroom.verify_keys on the booking plane`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			signing, verify, err := keyring.Generate(kid)
 			if err != nil {

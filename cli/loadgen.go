@@ -26,6 +26,14 @@ func Loadgen() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "loadgen <scenario>",
 		Short: "Generate bounded load against a presenced on this machine and summarise it",
+		Long: `Generate bounded load against a presenced on this machine and summarise it.
+Each scenario runs for --duration (the load window; setup before it and
+result checks after it are extra and reported apart) and exits with status 1
+when more than --max-errors of its operations failed.`,
+		Example: `  presenced loadgen http -d 5s
+  presenced loadgen viewers --viewers 20000 --hotels 1000 -d 30s
+  presenced loadgen waitingroom --json > run.json
+  presenced loadgen presence --users 10000 --follow 20 --changes 1000 -d 30s`,
 	}
 	for _, s := range scenarios() {
 		var o loadgen.Options
@@ -34,11 +42,7 @@ func Loadgen() *cobra.Command {
 			Short: s.Describe(),
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				sum, err := loadgen.Execute(cmd.Context(), s, o, cmd.ErrOrStderr())
-				if err != nil {
-					return err
-				}
-				return sum.Write(cmd.OutOrStdout(), o.JSON)
+				return loadgen.Main(cmd.Context(), s, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			},
 		}
 		o.AddFlags(sub.Flags())

@@ -8,28 +8,32 @@ import (
 )
 
 // Migrate is `presenced migrate`: apply pending schema migrations.
-func Migrate(flags *commonFlags) *cobra.Command {
-	return &cobra.Command{
+func Migrate() *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply pending database migrations (safe to run from several processes at once)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withMainPool(cmd, flags, func(a *app.App) error {
-				pool, err := a.Postgres(cmd.Context(), store.PoolMain)
-				if err != nil {
-					return err
-				}
-				all, err := store.ReadMigrations(store.Migrations())
-				if err != nil {
-					return err
-				}
-				pending, err := store.PendingMigrations(cmd.Context(), pool, store.Migrations())
-				if err != nil {
-					return err
-				}
-				printf(cmd, "schema up to date: %d migrations, %d pending\n", len(all), len(pending))
-				return nil
-			})
-		},
+		Example: `  presenced migrate --postgres-url postgres://presenced@db:5432/presenced
+  PRESENCED_POSTGRES_URL=postgres://presenced@db/presenced presenced migrate`,
+		Args: cobra.NoArgs,
 	}
+	flags := configFlags(cmd, flagPostgres)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return withMainPool(cmd, flags, func(a *app.App) error {
+			pool, err := a.Postgres(cmd.Context(), store.PoolMain)
+			if err != nil {
+				return err
+			}
+			all, err := store.ReadMigrations(store.Migrations())
+			if err != nil {
+				return err
+			}
+			pending, err := store.PendingMigrations(cmd.Context(), pool, store.Migrations())
+			if err != nil {
+				return err
+			}
+			printf(cmd, "schema up to date: %d migrations, %d pending\n", len(all), len(pending))
+			return nil
+		})
+	}
+	return cmd
 }

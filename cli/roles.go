@@ -17,7 +17,9 @@ func RolesCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "roles",
 		Short: "List the roles and the module parts each starts",
-		Args:  cobra.NoArgs,
+		Example: `  presenced roles
+  presenced serve --roles ingest,count   # then run two of them in one process`,
+		Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "ROLE\tHOLDS\tPART\tNEEDS")

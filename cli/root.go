@@ -8,12 +8,14 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/store"
 )
 
-// commonFlags are the flags every command that reads the configuration has.
+// commonFlags are the configuration flags of one command. Every command
+// that reads the configuration takes --config and --data-dir; the store and
+// serving flags only where they mean something (serve takes them all).
 type commonFlags struct {
 	file     string
 	listen   string
@@ -23,15 +25,33 @@ type commonFlags struct {
 	dataDir  string
 }
 
-// AddConfigFlags registers the configuration flags on the root command.
-func AddConfigFlags(fs *pflag.FlagSet) *commonFlags {
+// Optional configuration flags, by name.
+const (
+	flagListen   = "listen"
+	flagRoles    = "roles"
+	flagRedis    = "redis-url"
+	flagPostgres = "postgres-url"
+)
+
+// configFlags registers --config, --data-dir and the named optional flags
+// on cmd's own flag set.
+func configFlags(cmd *cobra.Command, optional ...string) *commonFlags {
 	f := &commonFlags{}
+	fs := cmd.Flags()
 	fs.StringVar(&f.file, "config", "", "YAML configuration file (default: none, or $PRESENCED_CONFIG)")
-	fs.StringVar(&f.listen, "listen", "", "HTTP listen address (listen)")
-	fs.StringVar(&f.roles, "roles", "", "comma separated roles to run (roles): "+strings.Join(roleNames(), ", "))
-	fs.StringVar(&f.redis, "redis-url", "", "Redis URL (redis.url); empty starts a development Redis")
-	fs.StringVar(&f.postgres, "postgres-url", "", "PostgreSQL DSN (postgres.url); empty starts a private PostgreSQL")
-	fs.StringVar(&f.dataDir, "data-dir", "", "development state folder (data_dir)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "development state folder: private PostgreSQL, development secrets and keys (data_dir, default ./var)")
+	for _, name := range optional {
+		switch name {
+		case flagListen:
+			fs.StringVar(&f.listen, flagListen, "", "HTTP listen address (listen, default 127.0.0.1:8080)")
+		case flagRoles:
+			fs.StringVar(&f.roles, flagRoles, "", "comma separated roles to run (roles): "+strings.Join(roleNames(), ", "))
+		case flagRedis:
+			fs.StringVar(&f.redis, flagRedis, "", "Redis URL (redis.url); empty starts a development Redis")
+		case flagPostgres:
+			fs.StringVar(&f.postgres, flagPostgres, "", "PostgreSQL DSN (postgres.url); empty starts a private PostgreSQL")
+		}
+	}
 	return f
 }
 
@@ -47,23 +67,26 @@ func (f *commonFlags) load(cmd *cobra.Command) (config.Config, error) {
 			flags[key] = val
 		}
 	}
-	set("listen", "listen", f.listen)
-	set("roles", "roles", f.roles)
-	set("redis-url", "redis.url", f.redis)
-	set("postgres-url", "postgres.url", f.postgres)
+	set(flagListen, "listen", f.listen)
+	set(flagRoles, "roles", f.roles)
+	set(flagRedis, "redis.url", f.redis)
+	set(flagPostgres, "postgres.url", f.postgres)
 	set("data-dir", "data_dir", f.dataDir)
 	return config.Load(config.Source{File: file, Environ: os.Environ(), Flags: flags})
 }
 
-// newLogger builds the process logger from the log settings.
-func newLogger(cfg config.Log) *slog.Logger {
+// processLogger builds the process logger from the log settings and routes
+// go-redis's own log lines (one logger per process) into it.
+func processLogger(cfg config.Log) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.Level))
 	opts := &slog.HandlerOptions{Level: level}
+	log := slog.New(slog.NewTextHandler(os.Stderr, opts))
 	if cfg.Format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	store.RouteRedisLog(log)
+	return log
 }
 
 func warnUnknownEnv(log *slog.Logger) {

@@ -12,34 +12,48 @@ import (
 )
 
 // Serve is `presenced serve`: run the roles until SIGINT or SIGTERM.
-func Serve(flags *commonFlags) *cobra.Command {
-	return &cobra.Command{
+func Serve() *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the server with the configured roles (default: all)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := flags.load(cmd)
-			if err != nil {
-				return err
-			}
-			log := newLogger(cfg.Log)
-			warnUnknownEnv(log)
-			a, err := app.New(cfg, log)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			ln, err := net.Listen("tcp", cfg.Listen)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-			}
-			if err := a.Start(ctx); err != nil {
-				ln.Close()
-				_ = a.Shutdown()
-				return err
-			}
-			return a.Run(ctx, ln)
-		},
+		Long: `Run the server. With no configuration it is a single-node development
+server: an embedded Redis, a private PostgreSQL under ./var, development
+secrets, all roles in one process, on 127.0.0.1:8080.`,
+		Example: `  # development: everything in one process, stores started for you
+  presenced serve
+
+  # one plane of a production split, against real stores
+  presenced serve --roles ingest,count --listen 0.0.0.0:8080 \
+    --redis-url redis://redis:6379/0 --postgres-url postgres://presenced@db/presenced
+
+  # settings from a file, overridden by PRESENCED_* variables and flags
+  presenced serve --config /etc/presenced/config.yaml`,
+		Args: cobra.NoArgs,
 	}
+	flags := configFlags(cmd, flagListen, flagRoles, flagRedis, flagPostgres)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := flags.load(cmd)
+		if err != nil {
+			return err
+		}
+		log := processLogger(cfg.Log)
+		warnUnknownEnv(log)
+		a, err := app.New(cfg, log)
+		if err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		if err := a.Start(ctx); err != nil {
+			ln.Close()
+			_ = a.Shutdown()
+			return err
+		}
+		return a.Run(ctx, ln)
+	}
+	return cmd
 }

@@ -56,6 +56,9 @@ type HTTP struct {
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// Pprof mounts Go's profiler at /debug/pprof/ (keep it off public ports).
 	Pprof bool `yaml:"pprof"`
+	// SlowRequest: a request that takes longer is access-logged at info,
+	// like every error; all others only at debug. 0 logs no request as slow.
+	SlowRequest time.Duration `yaml:"slow_request"`
 }
 
 // Realtime configures WebSocket and SSE connections and the topic hub.
@@ -103,6 +106,9 @@ type Postgres struct {
 	ReadOnlyMaxConns int32  `yaml:"readonly_max_conns"`
 	WebhookMaxConns  int32  `yaml:"webhook_max_conns"`
 	MigrateOnStart   bool   `yaml:"migrate_on_start"`
+	// ConnectWait is how long a starting process waits for PostgreSQL to
+	// answer, so processes started together with their database come up.
+	ConnectWait time.Duration `yaml:"connect_wait"`
 	// BinDir holds initdb and pg_ctl for the private cluster; empty searches
 	// PATH and the usual Debian and Homebrew locations.
 	BinDir string `yaml:"bin_dir"`
@@ -137,6 +143,7 @@ func Default() Config {
 			ReadHeaderTimeout: 5 * time.Second,
 			IdleTimeout:       120 * time.Second,
 			ShutdownTimeout:   15 * time.Second,
+			SlowRequest:       time.Second,
 		},
 		Realtime: Realtime{
 			MaxMessageBytes:  4096,
@@ -160,6 +167,7 @@ func Default() Config {
 			ReadOnlyMaxConns: 5,
 			WebhookMaxConns:  5,
 			MigrateOnStart:   true,
+			ConnectWait:      30 * time.Second,
 		},
 		Auth: Auth{
 			JWKSRefresh: 5 * time.Minute,
@@ -172,6 +180,11 @@ func Default() Config {
 		Presence:    defaultPresence(),
 	}
 }
+
+// SingleNode tells whether this is the zero-config development setup: no
+// Redis and no PostgreSQL configured, so the process starts its own and
+// everything runs on this machine.
+func (c *Config) SingleNode() bool { return c.Redis.URL == "" && c.Postgres.URL == "" }
 
 // badFunc reports a setting that is wrong, by its dotted key.
 type badFunc func(key, format string, args ...any)
@@ -203,6 +216,9 @@ func (c *Config) Validate() error {
 	}
 	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
 		bad("http.tls_cert", "tls_cert and tls_key must be set together")
+	}
+	if c.HTTP.SlowRequest < 0 {
+		bad("http.slow_request", "must not be negative (0 turns slow-request logging off)")
 	}
 	for _, cidr := range c.HTTP.TrustedProxies {
 		if _, _, err := net.ParseCIDR(cidr); err != nil {
@@ -239,6 +255,9 @@ func (c *Config) Validate() error {
 	}
 	if strings.ContainsAny(c.Redis.Prefix, "{}") {
 		bad("redis.prefix", "must not contain { or } (they delimit hash tags)")
+	}
+	if c.Postgres.ConnectWait < 0 {
+		bad("postgres.connect_wait", "must not be negative (0: one attempt)")
 	}
 	if c.Postgres.MaxConns <= 0 || c.Postgres.ReadOnlyMaxConns <= 0 || c.Postgres.WebhookMaxConns <= 0 {
 		bad("postgres.max_conns", "pool sizes must be positive")

@@ -40,18 +40,22 @@ type Options struct {
 	Timeout     time.Duration
 	JSON        bool
 	AllowRemote bool
+	// MaxErrors is the share of failed operations, in percent, above which
+	// the run fails (exit status 1).
+	MaxErrors float64
 }
 
 // AddFlags registers the frame options on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Target, "target", "http://127.0.0.1:8080", "base URL of the presenced under load")
 	fs.IntVarP(&o.Concurrency, "concurrency", "c", 16, "concurrent workers")
-	fs.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "how long to run (the run always stops by itself)")
+	fs.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "how long to load (the load window; setup and result checks are extra, and the run always stops by itself)")
 	fs.Float64Var(&o.Rate, "rate", 0, "operations per second over all workers (0: as fast as possible)")
 	fs.Int64VarP(&o.Requests, "requests", "n", 0, "stop after this many operations (0: run for --duration)")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "timeout of one operation")
 	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a target that is not on this machine")
+	fs.Float64Var(&o.MaxErrors, "max-errors", 1, "fail (exit status 1) when more than this percent of operations failed")
 }
 
 // Validate checks the options, including that the target is loopback unless
@@ -65,6 +69,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Rate < 0 || o.Requests < 0 {
 		return errors.New("--rate and --requests must not be negative")
+	}
+	if o.MaxErrors < 0 || o.MaxErrors > 100 {
+		return errors.New("--max-errors is a percentage within 0..100")
 	}
 	u, err := url.Parse(o.Target)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
@@ -93,6 +100,7 @@ type Runner struct {
 	Progress io.Writer
 
 	start   time.Time
+	began   time.Time // Execute's start, for the wall time
 	ops     atomic.Int64
 	errs    atomic.Int64
 	mu      sync.Mutex
@@ -100,6 +108,10 @@ type Runner struct {
 	kinds   map[string]int64
 	figures []Figure
 	label   string
+	hints   map[string]string
+	// The load window: from the first Loop's start to the last one's end.
+	// Rates count only this, not setup before it or checks after it.
+	loadFrom, loadTo time.Time
 }
 
 // Figure is a scenario-specific result line of the summary.
@@ -118,8 +130,18 @@ func NewRunner(o Options, progress io.Writer) *Runner {
 		Client:   &http.Client{Transport: tr, Timeout: o.Timeout},
 		Progress: progress,
 		kinds:    map[string]int64{},
+		hints:    map[string]string{},
 		label:    "ops",
 	}
+}
+
+// Hint explains an error kind to the person running the load (what to
+// set when the server refuses it): the summary prints it when that kind
+// occurred.
+func (r *Runner) Hint(kind, text string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hints[kind] = text
 }
 
 // Record adds one timed operation; a non-nil err is counted by its kind.
@@ -164,8 +186,22 @@ func (r *Runner) Elapsed() time.Duration {
 // Requests operations were made, or ctx ends. Each call is timed and
 // recorded; op gets a context bounded by Timeout.
 func (r *Runner) Loop(ctx context.Context, op func(ctx context.Context, worker int) error) {
+	r.mu.Lock()
+	if r.loadFrom.IsZero() {
+		r.loadFrom = time.Now()
+	}
+	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, r.Options.Duration)
 	defer cancel()
+	defer func() {
+		r.mu.Lock()
+		r.loadTo = time.Now()
+		took := r.loadTo.Sub(r.loadFrom)
+		r.mu.Unlock()
+		if r.Progress != nil {
+			fmt.Fprintf(r.Progress, "load window over after %s; collecting results\n", took.Round(100*time.Millisecond))
+		}
+	}()
 	var limiter *rate.Limiter
 	if r.Options.Rate > 0 {
 		limiter = rate.NewLimiter(rate.Limit(r.Options.Rate), max(1, int(r.Options.Rate/100)))
@@ -181,6 +217,9 @@ func (r *Runner) Loop(ctx context.Context, op func(ctx context.Context, worker i
 					return // in-flight operations of other workers still count
 				}
 				if limiter != nil && limiter.Wait(ctx) != nil {
+					// The next slot is past the window: idle to its end,
+					// so the window is --duration long.
+					<-ctx.Done()
 					return
 				}
 				octx, ocancel := context.WithTimeout(ctx, r.Options.Timeout)
@@ -205,6 +244,7 @@ func Execute(ctx context.Context, s Scenario, o Options, progress io.Writer) (*S
 	}
 	r := NewRunner(o, progress)
 	r.start = time.Now()
+	r.began = r.start
 	stop := make(chan struct{})
 	var pwg sync.WaitGroup
 	pwg.Add(1)
@@ -223,6 +263,20 @@ func Execute(ctx context.Context, s Scenario, o Options, progress io.Writer) (*S
 		return nil, fmt.Errorf("%s: %w", s.Name(), err)
 	}
 	return r.summary(s.Name()), nil
+}
+
+// Main is a whole `presenced loadgen` run: execute, print the summary to
+// out, and fail when errors passed --max-errors, so scripts and CI see a
+// broken run in the exit status.
+func Main(ctx context.Context, s Scenario, o Options, out, progress io.Writer) error {
+	sum, err := Execute(ctx, s, o, progress)
+	if err != nil {
+		return err
+	}
+	if err := sum.Write(out, o.JSON); err != nil {
+		return err
+	}
+	return sum.Check(o.MaxErrors)
 }
 
 func (r *Runner) progressLoop(stop <-chan struct{}) {

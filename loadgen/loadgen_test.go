@@ -69,3 +69,67 @@ func TestRemoteTargetsNeedAnExplicitFlag(t *testing.T) {
 	o = Options{Target: "http://localhost:1", Concurrency: 1, Duration: time.Second}
 	require.NoError(t, o.Validate())
 }
+
+// A run whose errors pass --max-errors fails, so a script sees it; one
+// within the threshold does not.
+func TestRunsFailAboveMaxErrors(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	o := Options{Target: srv.URL, Concurrency: 2, Duration: 5 * time.Second, Requests: 50, Timeout: time.Second, MaxErrors: 1}
+	var out bytes.Buffer
+	err := Main(context.Background(), NewHTTP(), o, &out, nil)
+	require.ErrorContains(t, err, "50 of 50 requests failed (100.00%), more than --max-errors 1%")
+	require.Contains(t, out.String(), "error http 503", "the summary is printed before the verdict")
+
+	sum := &Summary{Scenario: "x", Label: "ops", Ops: 1000, Errors: 10}
+	require.NoError(t, sum.Check(1), "1% is within --max-errors 1")
+	sum.Errors = 11
+	require.Error(t, sum.Check(1))
+	require.NoError(t, sum.Check(5))
+	require.ErrorContains(t, (&Summary{Scenario: "x", Label: "joins"}).Check(1), "no joins completed")
+}
+
+// stallScenario sets up, loads and checks afterwards, like the module
+// scenarios that wait for counts to settle.
+type stallScenario struct {
+	HTTP
+	before, after time.Duration
+}
+
+func (s *stallScenario) Run(ctx context.Context, r *Runner) error {
+	time.Sleep(s.before)
+	r.Hint("http 503", "the target is down; start it first")
+	err := s.HTTP.Run(ctx, r)
+	time.Sleep(s.after)
+	return err
+}
+
+// Rates count the load window only: setup before it and checks after it
+// show in the wall time, not in the throughput.
+func TestRatesUseTheLoadWindow(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	s := &stallScenario{HTTP: HTTP{path: "/"}, before: 300 * time.Millisecond, after: 700 * time.Millisecond}
+	o := Options{Target: srv.URL, Concurrency: 2, Duration: 400 * time.Millisecond, Rate: 200, Timeout: time.Second}
+	var progress bytes.Buffer
+	sum, err := Execute(context.Background(), s, o, &progress)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, sum.Duration, o.Duration, "the window lasts --duration")
+	require.LessOrEqual(t, sum.Duration+s.before+s.after, sum.Wall, "setup and checks are outside the window")
+	require.InDelta(t, float64(sum.Ops)/sum.Duration.Seconds(), sum.Throughput, 1e-9)
+	require.Contains(t, progress.String(), "load window over after")
+	require.Equal(t, []string{"http 503: the target is down; start it first"}, sum.Hints)
+	var table bytes.Buffer
+	require.NoError(t, sum.Write(&table, false))
+	require.Contains(t, table.String(), "(load window; ")
+	require.Contains(t, table.String(), "hint: http 503: the target is down")
+}

@@ -3,7 +3,6 @@ package loadgen
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -38,12 +37,9 @@ func (s *Secrets) Resolve() error {
 	if s.APIKey != "" && s.JWTSecret != "" {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(s.DataDir, auth.DevSecretsFile)); err != nil {
-		return fmt.Errorf("no --api-key/--jwt-secret and no development secrets in %s: %w", s.DataDir, err)
-	}
-	dev, err := auth.LoadOrCreateDevSecrets(s.DataDir)
+	dev, err := auth.ReadDevSecrets(s.DataDir)
 	if err != nil {
-		return err
+		return fmt.Errorf("no --api-key/--jwt-secret and no development secrets in %s: %w", s.DataDir, err)
 	}
 	if s.APIKey == "" {
 		s.APIKey = dev.APIKey

@@ -16,16 +16,21 @@ import (
 
 // Summary is the result of one run.
 type Summary struct {
-	Scenario   string           `json:"scenario"`
-	Label      string           `json:"label"`
+	Scenario string `json:"scenario"`
+	Label    string `json:"label"`
+	// Duration is the load window that rates are computed over; Wall adds
+	// the setup before it and the result checks after it.
 	Duration   time.Duration    `json:"-"`
 	Seconds    float64          `json:"seconds"`
+	Wall       time.Duration    `json:"-"`
+	WallSecs   float64          `json:"wallSeconds"`
 	Ops        int64            `json:"ops"`
 	Errors     int64            `json:"errors"`
 	Throughput float64          `json:"throughputPerSecond"`
 	Latency    LatencySummary   `json:"latency"`
 	ErrorKinds map[string]int64 `json:"errorKinds"`
 	Figures    []Figure         `json:"figures"`
+	Hints      []string         `json:"hints,omitempty"`
 }
 
 // LatencySummary holds the percentiles of successful operations.
@@ -41,16 +46,27 @@ func (r *Runner) summary(name string) *Summary {
 	el := r.Elapsed()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.loadTo.IsZero() {
+		el = r.loadTo.Sub(r.loadFrom)
+	}
+	wall := time.Since(r.began)
 	ops := r.ops.Load()
 	kinds := make(map[string]int64, len(r.kinds))
+	var hints []string
 	for k, v := range r.kinds {
 		kinds[k] = v
+		if h, ok := r.hints[k]; ok {
+			hints = append(hints, k+": "+h)
+		}
 	}
+	sort.Strings(hints)
 	return &Summary{
 		Scenario:   name,
 		Label:      r.label,
 		Duration:   el,
 		Seconds:    el.Seconds(),
+		Wall:       wall,
+		WallSecs:   wall.Seconds(),
 		Ops:        ops,
 		Errors:     r.errs.Load(),
 		Throughput: float64(ops) / el.Seconds(),
@@ -60,7 +76,21 @@ func (r *Runner) summary(name string) *Summary {
 		},
 		ErrorKinds: kinds,
 		Figures:    append([]Figure(nil), r.figures...),
+		Hints:      hints,
 	}
+}
+
+// Check fails a run that completed no operation, or whose failed share is
+// above maxPercent.
+func (s *Summary) Check(maxPercent float64) error {
+	if s.Ops == 0 {
+		return fmt.Errorf("%s: no %s completed", s.Scenario, s.Label)
+	}
+	share := 100 * float64(s.Errors) / float64(s.Ops)
+	if share > maxPercent {
+		return fmt.Errorf("%s: %d of %d %s failed (%.2f%%), more than --max-errors %g%%", s.Scenario, s.Errors, s.Ops, s.Label, share, maxPercent)
+	}
+	return nil
 }
 
 // Write prints the summary as a table or, with asJSON, as JSON.
@@ -72,7 +102,7 @@ func (s *Summary) Write(w io.Writer, asJSON bool) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "scenario\t%s\n", s.Scenario)
-	fmt.Fprintf(tw, "duration\t%s\n", s.Duration.Round(time.Millisecond))
+	fmt.Fprintf(tw, "duration\t%s (load window; %s in all with setup and checks)\n", s.Duration.Round(time.Millisecond), s.Wall.Round(100*time.Millisecond))
 	fmt.Fprintf(tw, "%s\t%d (%.1f/s)\n", s.Label, s.Ops, s.Throughput)
 	fmt.Fprintf(tw, "errors\t%d\n", s.Errors)
 	fmt.Fprintf(tw, "latency p50\t%s\n", round(s.Latency.P50))
@@ -90,7 +120,13 @@ func (s *Summary) Write(w io.Writer, asJSON bool) error {
 	for _, f := range s.Figures {
 		fmt.Fprintf(tw, "%s\t%s\n", f.Name, f.Value)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, h := range s.Hints {
+		fmt.Fprintf(w, "hint: %s\n", h)
+	}
+	return nil
 }
 
 func round(d time.Duration) time.Duration {

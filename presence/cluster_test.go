@@ -86,7 +86,8 @@ func TestClusterSubscriptionsAndNotifications(t *testing.T) {
 	desk.send("session:disconnect", nil)
 	rdb := testenv.RedisCluster(t)
 	testenv.Eventually(t, 5*time.Second, func() bool {
-		n, _ := rdb.SCard(context.Background(), cfg.Redis.Prefix+"{presence:bob}:followers").Result()
+		n, err := rdb.SCard(context.Background(), cfg.Redis.Prefix+"{presence:bob}:followers").Result()
+		require.NoError(t, err, "an error must not pass for an empty set")
 		return n == 0
 	}, "followers cleaned across slots")
 }

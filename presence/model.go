@@ -2,8 +2,8 @@ package presence
 
 import (
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/presenced/presenced/internal/auth"
 )
 
 // newer tells whether s is a later state than o. Since orders states across
@@ -34,22 +34,9 @@ func offlineStatus(user string) *Status {
 	return &Status{User: user, Status: StatusOffline}
 }
 
-// maxUserIDBytes bounds user ids (JWT subjects and subscription targets).
-const maxUserIDBytes = 128
-
-// validUserID accepts printable ids without braces, which delimit Redis
-// Cluster hash tags and would move a user's keys to another slot.
-func validUserID(id string) bool {
-	if id == "" || len(id) > maxUserIDBytes || !utf8.ValidString(id) {
-		return false
-	}
-	for _, r := range id {
-		if r == '{' || r == '}' || unicode.IsControl(r) || unicode.IsSpace(r) {
-			return false
-		}
-	}
-	return true
-}
+// validUserID is the server's one rule for user ids (auth.ValidUserID),
+// applied here to subscription targets and read-API ids as well.
+func validUserID(id string) bool { return auth.ValidUserID(id) == nil }
 
 // cleanIDs validates and de-duplicates a list of user ids, keeping order.
 func cleanIDs(ids []string) (out []string, bad string, ok bool) {

@@ -116,9 +116,11 @@ func TestOfflineOnlyBackThroughANewConnection(t *testing.T) {
 	alice := connect(t, s, "alice")
 	alice.subscribe("bob", "carol")
 
+	// Bob's session, and so its TTL, begins after start: reading the clock
+	// once alice saw him online would start it late by the push's delay.
+	start := time.Now()
 	bob := connect(t, s, "bob")
 	alice.statusOf("bob", "online")
-	start := time.Now()
 	alice.statusWithin("bob", "offline", 5*time.Second)
 	ttl := cfg.Presence.PingInterval * time.Duration(cfg.Presence.MissBudget)
 	require.GreaterOrEqual(t, time.Since(start), ttl, "not before the session TTL")

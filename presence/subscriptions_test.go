@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
 )
 
 // set replaces, add adds, remove removes; set and add answer with a
@@ -94,11 +96,13 @@ func TestSubscriptionsAcrossDevicesAndGateways(t *testing.T) {
 	tab.send("session:disconnect", nil)
 	desk.send("session:disconnect", nil)
 	rdb := redisFor(t, cfg)
-	require.Eventually(t, func() bool {
-		n, _ := rdb.Exists(context.Background(), cfg.Redis.Prefix+"{presence:alice}:subs").Result()
-		m, _ := rdb.SCard(context.Background(), cfg.Redis.Prefix+"{presence:bob}:followers").Result()
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		n, err := rdb.Exists(context.Background(), cfg.Redis.Prefix+"{presence:alice}:subs").Result()
+		require.NoError(t, err, "an error must not pass for a missing key")
+		m, err := rdb.SCard(context.Background(), cfg.Redis.Prefix+"{presence:bob}:followers").Result()
+		require.NoError(t, err, "an error must not pass for an empty set")
 		return n == 0 && m == 0
-	}, 5*time.Second, 20*time.Millisecond)
+	}, "alice's subscriptions and bob's followers are gone")
 	again := connect(t, s1, "alice")
 	again.quiet("bob", 200*time.Millisecond)
 }

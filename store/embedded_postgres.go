@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -141,6 +142,10 @@ func (ep *EmbeddedPostgres) AdminURL() string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", DevOwner, ep.Port)
 }
 
+// StartedHere tells whether this process started the server (and will stop
+// it), as opposed to reusing one already running on the data folder.
+func (ep *EmbeddedPostgres) StartedHere() bool { return ep.started }
+
 // Stop shuts the server down if this process started it.
 func (ep *EmbeddedPostgres) Stop() error {
 	if !ep.started {
@@ -215,18 +220,28 @@ func (ep *EmbeddedPostgres) initdb(ctx context.Context) error {
 	return nil
 }
 
+// start runs the server on a free port, moving to another port when one
+// is taken between the check and the server's bind.
 func (ep *EmbeddedPostgres) start(ctx context.Context) error {
-	port, err := FreePort()
-	if err != nil {
-		return err
+	const attempts = 5
+	logFile := filepath.Join(ep.Dir, "server.log")
+	for attempt := 1; ; attempt++ {
+		port, err := FreePort()
+		if err != nil {
+			return err
+		}
+		opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off", port)
+		out, err := ep.run(ctx, "pg_ctl", "-D", ep.Dir, "-l", logFile, "-w", "-t", "60", "-o", opts, "start")
+		if err == nil {
+			ep.Port, ep.started = port, true
+			return nil
+		}
+		tail := lastLines(fileTail(logFile, 8<<10), 3)
+		if attempt < attempts && strings.Contains(tail, "Address already in use") {
+			continue
+		}
+		return fmt.Errorf("start private postgres in %s on port %d: %v: %s; server log: %s (see %s)", ep.Dir, port, err, lastLines(out, 3), tail, logFile)
 	}
-	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off", port)
-	out, err := ep.run(ctx, "pg_ctl", "-D", ep.Dir, "-l", filepath.Join(ep.Dir, "server.log"), "-w", "-t", "60", "-o", opts, "start")
-	if err != nil {
-		return fmt.Errorf("start private postgres in %s: %v: %s (see %s)", ep.Dir, err, lastLines(out, 3), filepath.Join(ep.Dir, "server.log"))
-	}
-	ep.Port, ep.started = port, true
-	return nil
 }
 
 // runningPort reads postmaster.pid of a live server on dir.
@@ -288,6 +303,20 @@ func EnsureReadOnlyLogin(ctx context.Context, conn *pgx.Conn, login string) erro
 
 func isDuplicate(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "already exists") || strings.Contains(err.Error(), "duplicate key"))
+}
+
+// fileTail returns up to the last n bytes of a file (server logs grow).
+func fileTail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(-n, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
 }
 
 func lastLines(s string, n int) string {

@@ -1,12 +1,11 @@
 package store
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -63,20 +62,26 @@ type RedisServerOptions struct {
 }
 
 // StartRedisServer runs redis-server as a child bound to 127.0.0.1 without
-// persistence and waits until it answers PING.
+// persistence and waits until it answers PING. When it picks the port
+// itself it retries with another one if the server cannot bind it (another
+// process took it first). Start errors end with the server's own last log
+// lines, which say why it stopped.
 func StartRedisServer(ctx context.Context, opt RedisServerOptions) (*EmbeddedRedis, error) {
+	return startRedisServer(ctx, opt, FreePort)
+}
+
+// redisStartAttempts bounds the retries on ports taken under our feet.
+const redisStartAttempts = 5
+
+// errPortTaken marks a start that failed because the port was in use.
+var errPortTaken = errors.New("port in use")
+
+func startRedisServer(ctx context.Context, opt RedisServerOptions, pickPort func() (int, error)) (*EmbeddedRedis, error) {
 	bin := opt.Binary
 	if bin == "" {
 		var err error
 		if bin, err = exec.LookPath("redis-server"); err != nil {
 			return nil, errors.New("redis-server not found on PATH: install it (apt-get install redis-server, brew install redis) or set redis.url")
-		}
-	}
-	port := opt.Port
-	if port == 0 {
-		var err error
-		if port, err = FreePort(); err != nil {
-			return nil, err
 		}
 	}
 	dir := opt.Dir
@@ -88,27 +93,43 @@ func StartRedisServer(ctx context.Context, opt RedisServerOptions) (*EmbeddedRed
 		}
 		cleanupDir = true
 	}
+	for attempt := 1; ; attempt++ {
+		port := opt.Port
+		if port == 0 {
+			var err error
+			if port, err = pickPort(); err != nil {
+				return nil, err
+			}
+		}
+		srv, err := runRedisServer(ctx, bin, port, dir, opt.Args, cleanupDir)
+		if err == nil {
+			return srv, nil
+		}
+		if opt.Port != 0 || attempt == redisStartAttempts || !errors.Is(err, errPortTaken) {
+			if cleanupDir {
+				_ = os.RemoveAll(dir)
+			}
+			return nil, err
+		}
+	}
+}
+
+func runRedisServer(ctx context.Context, bin string, port int, dir string, extra []string, cleanupDir bool) (*EmbeddedRedis, error) {
 	args := []string{
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
 	}
-	args = append(args, opt.Args...)
+	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = childProcAttr()
-	stderr, _ := cmd.StderrPipe()
-	cmd.Stdout = nil
+	// Without a logfile redis-server logs to stdout, and the reason it
+	// refused to start ("port number too high", "Address already in use")
+	// is only there.
+	serverLog := newLogTail(20)
+	cmd.Stdout, cmd.Stderr = serverLog, serverLog
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("redis-server: start: %w", err)
 	}
-	var errLines strings.Builder
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if errLines.Len() < 2000 {
-				errLines.WriteString(sc.Text() + "\n")
-			}
-		}
-	}()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stop := func() error {
@@ -136,24 +157,73 @@ func StartRedisServer(ctx context.Context, opt RedisServerOptions) (*EmbeddedRed
 		select {
 		case werr := <-exited:
 			exited <- werr
-			_ = stop()
-			return nil, fmt.Errorf("redis-server exited: %v: %s", werr, strings.TrimSpace(errLines.String()))
+			logged := serverLog.String()
+			err := fmt.Errorf("redis-server on port %d exited (%v); its log: %s", port, werr, logged)
+			if strings.Contains(logged, "Address already in use") {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return nil, err
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			_ = stop()
-			return nil, fmt.Errorf("redis-server on port %d does not answer: %w", port, err)
+			// Stop it without removing dir: the caller owns it and may retry.
+			_ = cmd.Process.Kill()
+			<-exited
+			return nil, fmt.Errorf("redis-server on port %d does not answer: %w; its log: %s", port, err, serverLog.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// FreePort asks the kernel for a free loopback TCP port.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+// logTail is an io.Writer that keeps the last lines a child process wrote.
+type logTail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+	part  []byte
+}
+
+func newLogTail(maxLines int) *logTail { return &logTail{max: maxLines} }
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.part = append(l.part, p...)
+	for {
+		i := bytes.IndexByte(l.part, '\n')
+		if i < 0 {
+			break
+		}
+		l.add(string(l.part[:i]))
+		l.part = l.part[i+1:]
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	if len(l.part) > 4096 { // a line without end: keep its start
+		l.add(string(l.part[:4096]))
+		l.part = l.part[:0]
+	}
+	return len(p), nil
+}
+
+func (l *logTail) add(line string) {
+	if line = strings.TrimSpace(line); line == "" {
+		return
+	}
+	l.lines = append(l.lines, line)
+	if len(l.lines) > l.max {
+		l.lines = l.lines[len(l.lines)-l.max:]
+	}
+}
+
+// String joins the kept lines, or says there were none.
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := l.lines
+	if len(l.part) > 0 {
+		lines = append(lines[:len(lines):len(lines)], string(l.part))
+	}
+	if len(lines) == 0 {
+		return "(nothing)"
+	}
+	return strings.Join(lines, " | ")
 }

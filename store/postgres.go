@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,20 +21,38 @@ const (
 	PoolWebhook  = "webhook"
 )
 
-// OpenPostgres creates a pool for dsn and waits (up to wait) for the server to
-// answer, so processes started together with their database come up cleanly.
-func OpenPostgres(ctx context.Context, dsn, purpose string, maxConns int32, wait time.Duration) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+// PostgresOptions describe one pool and how long to wait for its server.
+type PostgresOptions struct {
+	DSN      string
+	Purpose  string // PoolMain, PoolReadOnly, PoolWebhook
+	MaxConns int32
+	// Wait is how long a starting process waits for the server to answer
+	// (postgres.connect_wait), so processes started together with their
+	// database come up cleanly.
+	Wait time.Duration
+	// Log gets a progress line every waitProgressEvery while waiting.
+	Log *slog.Logger
+}
+
+// waitProgressEvery spaces the "still waiting" lines.
+const waitProgressEvery = 5 * time.Second
+
+// OpenPostgres creates a pool and waits until the server answers or
+// opt.Wait passes.
+func OpenPostgres(ctx context.Context, opt PostgresOptions) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(opt.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("postgres %s pool: parse dsn: %w", purpose, redactErr(err, dsn))
+		return nil, fmt.Errorf("postgres %s pool: parse dsn: %w", opt.Purpose, redactErr(err, opt.DSN))
 	}
-	cfg.MaxConns = maxConns
-	cfg.ConnConfig.RuntimeParams["application_name"] = "presenced-" + purpose
+	cfg.MaxConns = opt.MaxConns
+	cfg.ConnConfig.RuntimeParams["application_name"] = "presenced-" + opt.Purpose
+	addr := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres %s pool: %w", purpose, err)
+		return nil, fmt.Errorf("postgres %s pool: %w", opt.Purpose, err)
 	}
-	deadline := time.Now().Add(wait)
+	start := time.Now()
+	nextNote := start.Add(waitProgressEvery)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err = pool.Ping(pctx)
@@ -38,13 +60,28 @@ func OpenPostgres(ctx context.Context, dsn, purpose string, maxConns int32, wait
 		if err == nil {
 			return pool, nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if time.Since(start) >= opt.Wait || ctx.Err() != nil {
 			pool.Close()
-			return nil, fmt.Errorf("postgres %s pool: %s does not answer: %w", purpose, Redact(dsn), errors.Join(err, ctx.Err()))
+			return nil, fmt.Errorf("postgres %s pool: %s (%s) did not answer within %s (postgres.connect_wait): %s",
+				opt.Purpose, addr, Redact(opt.DSN), opt.Wait, oneLine(errors.Join(err, ctx.Err())))
+		}
+		if now := time.Now(); now.After(nextNote) && opt.Log != nil {
+			opt.Log.Info("waiting for PostgreSQL", "addr", addr, "pool", opt.Purpose,
+				"waited", now.Sub(start).Round(time.Second), "gives_up_after", opt.Wait, "err", oneLine(err))
+			nextNote = now.Add(waitProgressEvery)
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// oneLine folds pgx's multi-line connect errors (one line per address
+// tried) into one, so a fatal error stays one line.
+func oneLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " | ")), " ")
 }

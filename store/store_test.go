@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -204,4 +205,60 @@ func TestAdvisoryLockHasOneHolder(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, l3)
 	l3.Release()
+}
+
+// Every port FreePort hands out can host a Redis Cluster node: Redis
+// refuses ports above 55535 because the node's bus listens on port + 10000,
+// and both stay below the kernels' ephemeral ranges (from 32768), where
+// any outgoing connection could take them. (That they are free is checked
+// in the package's own test: another process may take one at any time.)
+func TestFreePortSuitsARedisClusterNode(t *testing.T) {
+	t.Parallel()
+	for i := 0; i < 200; i++ {
+		p, err := store.FreePort()
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, p, 1024)
+		require.Less(t, p+10000, 32768)
+	}
+}
+
+// Cluster nodes start every time, several at once.
+func TestRedisClusterNodesStart(t *testing.T) {
+	t.Parallel()
+	testenv.RedisURL(t) // the install hint when redis-server is missing
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			srv, err := store.StartRedisServer(context.Background(), store.RedisServerOptions{
+				Dir: t.TempDir(), Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"},
+			})
+			if err == nil {
+				err = srv.Stop()
+			}
+			errs[i] = err
+		}(i)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// A server that refuses to start says why: its own log lines end the error.
+func TestRedisStartErrorCarriesTheServerLog(t *testing.T) {
+	t.Parallel()
+	testenv.RedisURL(t)
+	_, err := store.StartRedisServer(context.Background(), store.RedisServerOptions{
+		Dir: t.TempDir(), Args: []string{"--no-such-directive", "yes"},
+	})
+	require.ErrorContains(t, err, "Bad directive")
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	_, err = store.StartRedisServer(context.Background(), store.RedisServerOptions{Port: taken.Addr().(*net.TCPAddr).Port})
+	require.ErrorContains(t, err, "Address already in use", "a port the caller chose is not retried")
 }

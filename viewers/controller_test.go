@@ -2,24 +2,32 @@ package viewers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/testenv"
 )
 
+// tierRow reads a hotel's tier row. A hotel without one is on tier 1 (rows
+// are written at the first promotion and never deleted); any other error
+// fails the test, so a condition polled on it cannot pass on a store error.
 func tierRow(t *testing.T, hotel string) (read, write, target int, pending bool) {
 	t.Helper()
 	var next *time.Time
 	err := testenv.Postgres(t).QueryRow(t.Context(), `SELECT read_tier, write_tier, target_tier, next_step_at FROM viewers_hotel_tiers WHERE hotel_id = $1`, hotel).
 		Scan(&read, &write, &target, &next)
-	if err != nil {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return 1, 1, 1, false
+	}
+	if err != nil {
+		t.Fatalf("read the tier row of %s: %v", hotel, err)
 	}
 	return read, write, target, next != nil
 }

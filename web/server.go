@@ -12,11 +12,8 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof" // registers on http.DefaultServeMux, mounted only with http.pprof
-	"sort"
 	"strconv"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -39,8 +36,7 @@ type Server struct {
 	http     *http.Server
 	draining atomic.Bool
 
-	mu     sync.Mutex
-	checks map[string]Check
+	ready *readiness
 }
 
 // NewServer builds the echo server with request ids, access logs, panic
@@ -49,7 +45,16 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = ErrorHandler(log)
-	e.IPExtractor = ipExtractor(cfg.HTTP.TrustedProxies)
+	trusted := cfg.HTTP.TrustedProxies
+	if len(trusted) == 0 && cfg.SingleNode() {
+		// On a development laptop the clients are this machine's own: a
+		// local load generator simulates many networks through
+		// X-Forwarded-For, and would otherwise be one network to the
+		// per-network limits and the abuse rules.
+		trusted = []string{"127.0.0.0/8", "::1/128"}
+		log.Info("development mode: X-Forwarded-For from loopback is trusted (set http.trusted_proxies to choose)")
+	}
+	e.IPExtractor = ipExtractor(trusted)
 
 	hm, err := newHTTPMetrics(reg)
 	if err != nil {
@@ -59,10 +64,22 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
-	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, checks: map[string]Check{}}
+	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, ready: newReadiness(log)}
+	// Made here, not in Serve: Shutdown may run before or while Serve
+	// starts (a failed start, a signal), and a server shut down first
+	// refuses to serve.
+	s.http = &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		IdleTimeout:       cfg.HTTP.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	if cfg.HTTP.TLSCert != "" {
+		s.http.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 
 	e.Use(middleware.RequestID())
-	e.Use(accessLog(log))
+	e.Use(accessLog(log, cfg.HTTP.SlowRequest))
 	e.Use(hm.middleware)
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
 		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
@@ -84,68 +101,12 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 }
 
 // AddCheck registers a readiness check, e.g. a store ping.
-func (s *Server) AddCheck(name string, check Check) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.checks[name] = check
-}
-
-func (s *Server) readyz(c echo.Context) error {
-	if s.draining.Load() {
-		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "draining"})
-	}
-	s.mu.Lock()
-	names := make([]string, 0, len(s.checks))
-	for n := range s.checks {
-		names = append(names, n)
-	}
-	s.mu.Unlock()
-	sort.Strings(names)
-
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-	defer cancel()
-	results := make(map[string]string, len(names))
-	var wg sync.WaitGroup
-	var rmu sync.Mutex
-	ready := true
-	for _, n := range names {
-		s.mu.Lock()
-		check := s.checks[n]
-		s.mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := "ok"
-			if err := check(ctx); err != nil {
-				s.log.Warn("readiness check failed", "check", n, "err", err)
-				res = "unavailable"
-			}
-			rmu.Lock()
-			results[n] = res
-			if res != "ok" {
-				ready = false
-			}
-			rmu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if !ready {
-		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unready", "checks": results})
-	}
-	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "checks": results})
-}
+func (s *Server) AddCheck(name string, check Check) { s.ready.add(name, check) }
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	s.http = &http.Server{
-		Handler:           s.Echo,
-		ReadHeaderTimeout: s.cfg.HTTP.ReadHeaderTimeout,
-		IdleTimeout:       s.cfg.HTTP.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
 	var err error
 	if s.cfg.HTTP.TLSCert != "" {
-		s.http.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		err = s.http.ServeTLS(ln, s.cfg.HTTP.TLSCert, s.cfg.HTTP.TLSKey)
 	} else {
 		err = s.http.Serve(ln)
@@ -164,9 +125,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if s.http != nil {
-			httpErr = s.http.Shutdown(ctx)
-		}
+		httpErr = s.http.Shutdown(ctx)
 	}()
 	sockErr := s.Sockets.CloseAll(ctx)
 	<-done
@@ -188,36 +147,4 @@ func ipExtractor(trusted []string) echo.IPExtractor {
 		}
 	}
 	return echo.ExtractIPFromXFFHeader(opts...)
-}
-
-func accessLog(log *slog.Logger) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			start := time.Now()
-			err := next(c)
-			status := c.Response().Status
-			if err != nil {
-				status = statusOf(err)
-			}
-			level := slog.LevelInfo
-			switch c.Path() {
-			case "/healthz", "/readyz", "/metrics":
-				level = slog.LevelDebug
-			}
-			if status >= 500 {
-				level = slog.LevelWarn
-			}
-			log.LogAttrs(c.Request().Context(), level, "http",
-				slog.String("method", c.Request().Method),
-				slog.String("route", c.Path()),
-				slog.String("path", c.Request().URL.Path),
-				slog.Int("status", status),
-				slog.Duration("duration", time.Since(start)),
-				slog.Int64("bytes", c.Response().Size),
-				slog.String("ip", c.RealIP()),
-				slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
-			)
-			return err
-		}
-	}
 }

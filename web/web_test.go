@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -28,13 +30,18 @@ type bundle struct {
 
 func setup(t *testing.T, mutate func(*config.Config)) bundle {
 	t.Helper()
+	return setupLogged(t, mutate, testenv.Logger())
+}
+
+func setupLogged(t *testing.T, mutate func(*config.Config), log *slog.Logger) bundle {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Realtime.SendQueue = 4
 	cfg.Realtime.MaxMessageBytes = 64
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	s, err := NewServer(cfg, prometheus.NewRegistry(), testenv.Logger())
+	s, err := NewServer(cfg, prometheus.NewRegistry(), log)
 	require.NoError(t, err)
 	b := bundle{srv: s, conn: make(chan *Conn, 1)}
 	s.Echo.GET("/ws", func(c echo.Context) error {
@@ -266,4 +273,27 @@ func TestErrorShape(t *testing.T) {
 	require.NoError(t, jsonDecode(resp, &body))
 	require.Equal(t, "seats_unavailable", body["error"]["code"])
 	require.Equal(t, []any{"A-1"}, body["error"]["seats"])
+}
+
+// A zero-config development server believes X-Forwarded-For from loopback,
+// so a local load generator's synthetic networks count as networks; a
+// server with configured stores believes nobody it was not told to.
+func TestDevelopmentTrustsLoopbackProxies(t *testing.T) {
+	t.Parallel()
+	realIP := func(mutate func(*config.Config)) string {
+		b := setup(t, mutate)
+		b.srv.Echo.GET("/ip", func(c echo.Context) error { return c.String(http.StatusOK, c.RealIP()) })
+		req, err := http.NewRequest(http.MethodGet, b.url+"/ip", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Forwarded-For", "100.64.7.9")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(body)
+	}
+	require.Equal(t, "100.64.7.9", realIP(nil), "development: no stores configured")
+	require.Equal(t, "127.0.0.1", realIP(func(c *config.Config) { c.Redis.URL, c.Postgres.URL = "redis://r:6379", "postgres://p/db" }))
+	require.Equal(t, "127.0.0.1", realIP(func(c *config.Config) { c.HTTP.TrustedProxies = []string{"10.0.0.0/8"} }), "configured proxies replace the default")
 }

@@ -96,8 +96,38 @@ func NewSockets(cfg config.Realtime, reg prometheus.Registerer, log *slog.Logger
 		ReadBufferSize:  readBufferBytes,
 		WriteBufferPool: &sync.Pool{},
 		CheckOrigin:     originChecker(cfg.AllowedOrigins),
+		Error:           handshakeError,
 	}
 	return s, nil
+}
+
+// handshakeError answers a refused WebSocket handshake (foreign origin, a
+// plain GET, a bad version) with the JSON error shape of every other
+// refusal, instead of the upgrader's plain text.
+func handshakeError(w http.ResponseWriter, r *http.Request, status int, reason error) {
+	e := handshakeRefusal(r, status, reason)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Sec-WebSocket-Version", "13")
+	if status == http.StatusBadRequest && !websocket.IsWebSocketUpgrade(r) {
+		w.Header().Set("Upgrade", "websocket")
+	}
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(errorBody{Error: map[string]any{"code": e.Code, "message": e.Message}})
+}
+
+// handshakeRefusal names a refused handshake for the client and the log.
+func handshakeRefusal(r *http.Request, status int, reason error) *Error {
+	switch {
+	case status == http.StatusForbidden:
+		return Errorf(status, "forbidden", "origin %q may not open WebSockets here (realtime.allowed_origins)", r.Header.Get("Origin"))
+	case !websocket.IsWebSocketUpgrade(r):
+		return Errorf(http.StatusBadRequest, "bad_request", "this endpoint is a WebSocket: send an upgrade request (Connection: Upgrade, Upgrade: websocket)")
+	}
+	code := codeForStatus[status]
+	if code == "" {
+		code = "bad_request"
+	}
+	return Errorf(status, code, "WebSocket handshake refused: %s", strings.TrimPrefix(reason.Error(), "websocket: "))
 }
 
 // originChecker allows clients without an Origin (servers, CLIs), browsers
@@ -156,11 +186,16 @@ func (s *Sockets) Upgrade(c echo.Context, kind string) (*Conn, error) {
 	}
 	ws, err := s.upgrader.Upgrade(c.Response(), c.Request(), nil)
 	if err != nil {
-		// The upgrader has already answered the client.
-		c.Set(realtimeKey, true)
+		// handshakeError has answered the client; the error carries the
+		// status for the access log and metrics.
+		if c.Response().Committed {
+			return nil, &Error{Status: c.Response().Status, Code: "handshake", Message: err.Error()}
+		}
 		return nil, fmt.Errorf("websocket upgrade: %w", err)
 	}
 	c.Set(realtimeKey, true)
+	// The upgrader wrote 101 on the hijacked connection, past echo.
+	c.Response().Status = http.StatusSwitchingProtocols
 	ws.SetReadLimit(s.cfg.MaxMessageBytes)
 	_ = ws.SetReadDeadline(time.Now().Add(s.cfg.PongTimeout))
 	ws.SetPongHandler(func(string) error {

@@ -83,8 +83,8 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
-	if claims.Subject == "" {
-		return nil, fmt.Errorf("%w: no sub claim", ErrInvalidToken)
+	if err := ValidUserID(claims.Subject); err != nil {
+		return nil, fmt.Errorf("%w: sub claim: %v", ErrInvalidToken, err)
 	}
 	return claims, nil
 }
@@ -179,8 +179,8 @@ func SignDev(secret, user string, ttl time.Duration, rooms []string, issuer, aud
 	if secret == "" {
 		return "", errors.New("no JWT secret: set auth.jwt_secret (PRESENCED_JWT_SECRET) or let development mode generate one")
 	}
-	if user == "" {
-		return "", errors.New("a user is required")
+	if err := ValidUserID(user); err != nil {
+		return "", err
 	}
 	now := time.Now()
 	claims := Claims{

@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,4 +224,23 @@ func TestDevSecretsAreCreatedOnceAndShared(t *testing.T) {
 	again, err := LoadOrCreateDevSecrets(dir)
 	require.NoError(t, err)
 	require.Equal(t, got[0], again)
+}
+
+// One rule for user ids: the verifier refuses a token whose subject breaks
+// it, and SignDev (presenced token) refuses to mint one.
+func TestUserIDRule(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"alice", "user@example.com", "0b8f6c1e-7d1a-4c55-9a3e-2f1d3c4b5a69", "zoë"} {
+		require.NoError(t, ValidUserID(ok), ok)
+	}
+	for _, bad := range []string{"", "a{b}", "alice smith", "tab\there", "nul\x00", "\xff", strings.Repeat("x", MaxUserIDBytes+1)} {
+		require.Error(t, ValidUserID(bad), "%q", bad)
+		_, err := SignDev(secret, bad, time.Hour, nil, "", "")
+		require.Error(t, err, "%q", bad)
+	}
+	v, err := NewVerifier(context.Background(), config.Auth{JWTSecret: secret})
+	require.NoError(t, err)
+	braces, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, claimsFor("a{b}", time.Now().Add(time.Hour))).SignedString([]byte(secret))
+	_, err = v.Verify(braces)
+	require.ErrorIs(t, err, ErrInvalidToken, "a subject the server cannot use")
 }

@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
+
+	"github.com/presenced/presenced/internal/devfile"
 )
 
 // DevSecrets are generated once into the data folder in development mode and
@@ -23,7 +24,8 @@ const DevSecretsFile = "dev-secrets.json"
 
 // LoadOrCreateDevSecrets reads dataDir/dev-secrets.json, creating it with
 // fresh random values if it does not exist. Concurrent first starts agree on
-// one file: creation is exclusive and the loser reads the winner's.
+// one file: it appears whole, and a process that loses the race to create
+// it reads the winner's.
 func LoadOrCreateDevSecrets(dataDir string) (DevSecrets, error) {
 	path := filepath.Join(dataDir, DevSecretsFile)
 	if s, err := readDevSecrets(path); err == nil {
@@ -34,27 +36,19 @@ func LoadOrCreateDevSecrets(dataDir string) (DevSecrets, error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return DevSecrets{}, fmt.Errorf("dev secrets: %w", err)
 	}
-	s := DevSecrets{JWTSecret: randomToken(32), APIKey: randomToken(24)}
-	data, _ := json.MarshalIndent(s, "", "  ")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		// Another process is writing it; give it a moment.
-		for i := 0; i < 50; i++ {
-			if s, err := readDevSecrets(path); err == nil {
-				return s, nil
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return readDevSecrets(path)
-	}
+	fresh, _ := json.MarshalIndent(DevSecrets{JWTSecret: randomToken(32), APIKey: randomToken(24)}, "", "  ")
+	data, err := devfile.CreateOnce(path, fresh, 0o600)
 	if err != nil {
 		return DevSecrets{}, fmt.Errorf("dev secrets: %w", err)
 	}
-	defer f.Close()
-	if _, err := f.Write(data); err != nil {
-		return DevSecrets{}, fmt.Errorf("dev secrets: %w", err)
-	}
-	return s, nil
+	return parseDevSecrets(path, data)
+}
+
+// ReadDevSecrets reads dataDir/dev-secrets.json without ever creating it,
+// for tools that must sign with the secrets a server already uses. A
+// missing file is an error that matches os.ErrNotExist.
+func ReadDevSecrets(dataDir string) (DevSecrets, error) {
+	return readDevSecrets(filepath.Join(dataDir, DevSecretsFile))
 }
 
 func readDevSecrets(path string) (DevSecrets, error) {
@@ -62,6 +56,10 @@ func readDevSecrets(path string) (DevSecrets, error) {
 	if err != nil {
 		return DevSecrets{}, err
 	}
+	return parseDevSecrets(path, data)
+}
+
+func parseDevSecrets(path string, data []byte) (DevSecrets, error) {
 	var s DevSecrets
 	if err := json.Unmarshal(data, &s); err != nil || s.JWTSecret == "" || s.APIKey == "" {
 		return DevSecrets{}, fmt.Errorf("dev secrets %s: unreadable or incomplete (delete it to regenerate)", path)

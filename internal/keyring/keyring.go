@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/presenced/presenced/internal/devfile"
 )
 
 // Ring is a set of Ed25519 keys by id; one of them may sign.
@@ -99,8 +101,12 @@ func (r *Ring) Sign(msg []byte) (string, []byte, error) {
 // PrivateKey is the active signing key (for JWT libraries), or nil.
 func (r *Ring) PrivateKey() ed25519.PrivateKey { return r.private }
 
-// Public returns the public key for kid.
+// Public returns the public key for kid. A nil ring (a process that holds
+// no keys) knows none.
 func (r *Ring) Public(kid string) (ed25519.PublicKey, bool) {
+	if r == nil {
+		return nil, false
+	}
 	k, ok := r.public[kid]
 	return k, ok
 }
@@ -140,48 +146,30 @@ type devFile struct {
 
 // LoadOrCreateDev returns a development ring stored in dataDir/keys/name.json,
 // generating it on first use so restarts keep verifying what was signed.
+// Processes started together agree on one key: the file appears whole, and
+// one that loses the race to create it reads the winner's.
 func LoadOrCreateDev(dataDir, name string) (*Ring, error) {
 	path := filepath.Join(dataDir, "keys", name+".json")
-	read := func() (*Ring, error) {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, err
-		}
+	parse := func(data []byte) (*Ring, error) {
 		var f devFile
 		if err := json.Unmarshal(data, &f); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		return Parse(f.Signing, nil)
 	}
-	if r, err := read(); err == nil {
-		return r, nil
+	if data, err := os.ReadFile(path); err == nil {
+		return parse(data)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
 	signing, _, err := Generate("dev-" + time.Now().UTC().Format("20060102"))
 	if err != nil {
 		return nil, err
 	}
-	data, _ := json.Marshal(devFile{Signing: signing})
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		for i := 0; i < 50; i++ { // another process is writing it
-			if r, err := read(); err == nil {
-				return r, nil
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return read()
-	}
+	fresh, _ := json.Marshal(devFile{Signing: signing})
+	data, err := devfile.CreateOnce(path, fresh, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if _, err := f.Write(data); err != nil {
-		return nil, err
-	}
-	return Parse(signing, nil)
+	return parse(data)
 }

@@ -1,6 +1,7 @@
 package keyring
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -57,4 +58,25 @@ func TestDevRingPersists(t *testing.T) {
 	require.NoError(t, err)
 	kid, sig, _ := a.Sign([]byte("x"))
 	require.True(t, b.Verify(kid, []byte("x"), sig))
+}
+
+// Processes started together on one data folder agree on one key.
+func TestDevRingIsCreatedOnceUnderARace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	rings := make([]*Ring, 8)
+	errs := make([]error, len(rings))
+	for i := range rings {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rings[i], errs[i] = LoadOrCreateDev(dir, "race")
+		}()
+	}
+	wg.Wait()
+	for i := range rings {
+		require.NoError(t, errs[i])
+		require.Equal(t, rings[0].PrivateKey(), rings[i].PrivateKey())
+	}
 }

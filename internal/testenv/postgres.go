@@ -22,7 +22,17 @@ var (
 	pkgDBOnce sync.Once
 	pkgDBURL  string
 	pkgDBErr  error
+
+	poolOnce sync.Once
+	pool     *pgxpool.Pool
+	poolErr  error
 )
+
+// poolMaxConns sizes the package's shared pool: enough for the parallel
+// tests of one package (races of many buyers included), far below the
+// test server's max_connections, which every package's own pools and the
+// apps its tests start share.
+const poolMaxConns = 32
 
 func adminURL(t testing.TB) string {
 	t.Helper()
@@ -132,15 +142,28 @@ func PostgresURL(t testing.TB) string {
 	return pkgDBURL
 }
 
-// Postgres returns a pool of this package's migrated database, closed at
-// test end. Tests share the database: use ids unique to the test.
+// Postgres returns the pool of this package's migrated database. It is one
+// pool per test binary, made on first use and closed when the binary exits:
+// tests must not close it, and a helper may call Postgres as often as it
+// likes without opening connections. Tests share the database: use ids
+// unique to the test.
 func Postgres(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), PostgresURL(t))
-	if err != nil {
-		t.Fatalf("postgres pool: %v", err)
+	url := PostgresURL(t)
+	poolOnce.Do(func() {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			poolErr = err
+			return
+		}
+		cfg.MaxConns = poolMaxConns
+		if pool, poolErr = pgxpool.NewWithConfig(context.Background(), cfg); poolErr == nil {
+			atExit(pool.Close)
+		}
+	})
+	if poolErr != nil {
+		t.Fatalf("postgres pool: %v", poolErr)
 	}
-	t.Cleanup(pool.Close)
 	return pool
 }
 

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/presenced/presenced/store"
 )
 
 var (
@@ -27,7 +29,10 @@ var (
 )
 
 // Main runs the package's tests, then stops every server they started.
+// go-redis's own log lines (tests stop Redis on purpose) go where Logger's
+// do.
 func Main(m *testing.M) {
+	store.RouteRedisLog(Logger())
 	code := m.Run()
 	mu.Lock()
 	for i := len(cleanups) - 1; i >= 0; i-- {

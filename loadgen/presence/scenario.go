@@ -151,8 +151,16 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 		n := float64(after.conns - before.conns)
 		r.AddFigure("server RSS per connection", "%.1f KiB (%d -> %d connections on the gateways, %d subscriptions each; RSS %.0f -> %.0f MiB)",
 			float64(after.rss-before.rss)/n/1024, before.conns, after.conns, l.follow, float64(before.rss)/(1<<20), float64(after.rss)/(1<<20))
-		r.AddFigure("of which Go heap / stacks", "%.1f / %.1f KiB per connection (heap in use, including garbage not yet collected)",
-			float64(after.heap-before.heap)/n/1024, float64(after.stack-before.stack)/n/1024)
+		// Heap in use counts garbage not yet collected: a collection between
+		// the readings can make the difference negative or larger than the
+		// whole, and then it says nothing.
+		heap, stack, rss := after.heap-before.heap, after.stack-before.stack, after.rss-before.rss
+		if heap >= 0 && stack >= 0 && heap+stack <= rss {
+			r.AddFigure("of which Go heap / stacks", "%.1f / %.1f KiB per connection (heap in use, including garbage not yet collected)",
+				float64(heap)/n/1024, float64(stack)/n/1024)
+		} else {
+			r.AddFigure("of which Go heap / stacks", "not measurable in this run (the gateway collected garbage between the readings)")
+		}
 	}
 
 	r.StartClock()

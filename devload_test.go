@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The newcomer's first load: a zero-config server and the viewers load
+// generator on the same machine, with no setting changed. Every heartbeat
+// is accepted (no per-network 429s: the development server believes the
+// generator's X-Forwarded-For), the run exits 0, and the server's log at
+// info holds no line per request.
+func TestZeroConfigServerTakesLocalLoad(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	data := t.TempDir()
+	srv := exec.Command(bin, "serve", "--listen", "127.0.0.1:0")
+	srv.Env = append(os.Environ(), "PRESENCED_DATA_DIR="+data)
+	var serverLog lockedBuffer
+	srv.Stderr = &serverLog
+	require.NoError(t, srv.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	stop := func() {
+		_ = srv.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			_ = srv.Process.Kill()
+			<-exited
+			t.Error("the server did not stop on SIGTERM")
+		}
+	}
+	t.Cleanup(func() {
+		if srv.ProcessState == nil {
+			stop()
+		}
+	})
+	deadline := time.Now().Add(2 * time.Minute)
+	var base string
+	for base == "" {
+		_, addr, ok := strings.Cut(serverLog.String(), "msg=listening addr=")
+		if ok && strings.Contains(addr, "\n") {
+			base = "http://" + strings.TrimSpace(strings.SplitN(addr, "\n", 2)[0])
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the server did not start: %s", serverLog.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "the server did not become ready: %s", serverLog.String())
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	lg := exec.Command(bin, "loadgen", "viewers", "--target", base,
+		"-d", "3s", "-c", "64", "--viewers", "3000", "--interval", "2s", "--count-rate", "50", "--json")
+	var out, progress strings.Builder
+	lg.Stdout, lg.Stderr = &out, &progress
+	require.NoError(t, lg.Run(), "loadgen: %s\n%s", progress.String(), out.String())
+	var sum struct {
+		Ops        int64            `json:"ops"`
+		Errors     int64            `json:"errors"`
+		ErrorKinds map[string]int64 `json:"errorKinds"`
+		Seconds    float64          `json:"seconds"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out.String()), &sum), out.String())
+	require.Greater(t, sum.Ops, int64(3000), "above what one network may send: 500/s after a burst of 1,000")
+	require.Zero(t, sum.Errors, "%v", sum.ErrorKinds)
+
+	stop()
+	var perRequest int
+	for _, line := range strings.Split(serverLog.String(), "\n") {
+		if strings.Contains(line, "msg=http ") {
+			perRequest++
+		}
+	}
+	require.Zero(t, perRequest, "%d heartbeats and count reads write no access-log line at info:\n%s", sum.Ops, serverLog.String())
+	require.Less(t, strings.Count(serverLog.String(), "\n"), 100, "the server's whole log at info stays short:\n%s", serverLog.String())
+}
