@@ -80,7 +80,7 @@ func (s *sandbox) createIntent(ctx context.Context, key string, amount int64, cu
 	if s.roll("create_error") {
 		return sandboxIntent{}, errSandboxDown
 	}
-	var faults []string
+	faults := []string{}
 	for _, f := range []string{"webhook_twice", "webhook_x100", "webhook_out_of_order", "webhook_late",
 		"webhook_wrong_amount", "webhook_wrong_currency", "webhook_early"} {
 		if s.roll(f) {

@@ -165,8 +165,10 @@ func (a *apiPlane) create(ctx context.Context, user, reservation, key string) (p
 	live, err := scanPayment(tx.QueryRow(ctx, `SELECT `+paymentCols+` FROM payments
 		WHERE reservation_id = $1 AND status IN ('INITIALIZING', 'PENDING', 'SUCCEEDED')`, reservation))
 	switch {
+	case err == nil && live.Status == StatusSucceeded:
+		return payment{}, web.Errorf(http.StatusConflict, CodeReservationPaid, "the reservation is already paid")
 	case err == nil:
-		return live, nil
+		return live, nil // started under another key: the same intent
 	case !errors.Is(err, pgx.ErrNoRows):
 		return payment{}, unavailable("read payments", err)
 	}
@@ -250,6 +252,7 @@ func (a *apiPlane) finish(ctx context.Context, p payment) ([]byte, error) {
 		a.log.Warn("payment provider did not answer; the retry or the recovery worker finishes it", "err", err)
 		return nil, web.Unavailable(retryAfter, "the payment provider did not answer; retry with the same Idempotency-Key")
 	}
+	a.log.Warn("create payment intent", "provider", p.Provider, "err", err)
 	return nil, unavailable("create payment intent", err)
 }
 
