@@ -79,13 +79,20 @@ func startSale(t *testing.T, seats int, tweak func(*config.Config)) *sale {
 	cfg.Payments.RecoveryAfter = time.Second
 	cfg.Payments.RefundBackoff = 100 * time.Millisecond
 	cfg.Payments.Sandbox.DeliveryBackoff = 100 * time.Millisecond
+	// A database of the test's own: the outbox relay, the sandbox's
+	// deliveries and the notifier each serve every row of their database.
+	cfg.Postgres.URL = testenv.NewDatabase(t)
 	cfg.Payments.Notify = config.PaymentsNotify{Sender: "webhook", WebhookURL: n.srv.URL,
 		WebhookSecret: "notification-secret-0123", Timeout: 5 * time.Second}
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	s := &sale{t: t, cfg: cfg, notes: n, db: testenv.Postgres(t)}
+	s := &sale{t: t, cfg: cfg, notes: n}
 	s.srv = apptest.Start(t, cfg)
+	db, err := pgxpool.New(context.Background(), cfg.Postgres.URL)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	s.db = db
 	s.cfg = s.srv.App.Config
 	s.event = "pay-" + strings.ToLower(strings.ReplaceAll(uuid.NewString()[:13], "-", ""))
 	spec := booking.EventSpec{ID: s.event, Currency: "EUR", StartsAt: time.Now().Add(30 * 24 * time.Hour),

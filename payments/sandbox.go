@@ -182,7 +182,7 @@ func (s *sandbox) queueChargeEvents(ctx context.Context, tx pgx.Tx, in sandboxIn
 	}
 	succeeded := sandboxEvent("payment_intent.succeeded", obj, time.Now())
 	for i := 0; i < copies; i++ {
-		if err := queueDelivery(ctx, tx, succeeded, delay); err != nil {
+		if err := s.queueDelivery(ctx, tx, succeeded, delay); err != nil {
 			return err
 		}
 	}
@@ -191,7 +191,7 @@ func (s *sandbox) queueChargeEvents(ctx context.Context, tx pgx.Tx, in sandboxIn
 		created := obj
 		created.Status = "requires_confirmation"
 		early := sandboxEvent("payment_intent.created", created, in.CreatedAt)
-		if err := queueDelivery(ctx, tx, early, delay+time.Second); err != nil {
+		if err := s.queueDelivery(ctx, tx, early, delay+time.Second); err != nil {
 			return err
 		}
 	}
@@ -212,9 +212,9 @@ func sandboxEvent(typ string, obj stripeObject, at time.Time) sandboxPayload {
 	return sandboxPayload{id: e.ID, body: body}
 }
 
-func queueDelivery(ctx context.Context, tx pgx.Tx, p sandboxPayload, delay time.Duration) error {
-	_, err := tx.Exec(ctx, `INSERT INTO sandbox_deliveries (event_id, payload, next_at) VALUES ($1, $2, clock_timestamp() + make_interval(secs => $3))`,
-		p.id, p.body, delay.Seconds())
+func (s *sandbox) queueDelivery(ctx context.Context, tx pgx.Tx, p sandboxPayload, delay time.Duration) error {
+	_, err := tx.Exec(ctx, `INSERT INTO sandbox_deliveries (event_id, url, payload, next_at) VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))`,
+		p.id, s.webhookURL, p.body, delay.Seconds())
 	if err != nil {
 		return fmt.Errorf("sandbox: queue webhook: %w", err)
 	}
@@ -257,7 +257,7 @@ func (s *sandbox) refund(ctx context.Context, key, intentID string, amount int64
 	}
 	obj := stripeObject{ID: randomID("ch_sb_"), Object: "charge", Amount: in.Amount, Currency: in.Currency,
 		Status: "succeeded", PaymentIntent: in.ID, Metadata: in.Metadata}
-	if err := queueDelivery(ctx, tx, sandboxEvent("charge.refunded", obj, time.Now()), 0); err != nil {
+	if err := s.queueDelivery(ctx, tx, sandboxEvent("charge.refunded", obj, time.Now()), 0); err != nil {
 		return "", err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -324,18 +324,19 @@ UPDATE sandbox_deliveries SET next_at = clock_timestamp() + interval '30 seconds
 WHERE id IN (SELECT id FROM sandbox_deliveries
              WHERE delivered_at IS NULL AND attempts < $2 AND next_at <= clock_timestamp()
              ORDER BY next_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-RETURNING id, payload, attempts`, batch, s.attempts)
+RETURNING id, url, payload, attempts`, batch, s.attempts)
 	if err != nil {
 		return 0, fmt.Errorf("claim deliveries: %w", err)
 	}
 	type job struct {
 		id       int64
+		url      string
 		body     []byte
 		attempts int
 	}
 	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (job, error) {
 		var j job
-		return j, r.Scan(&j.id, &j.body, &j.attempts)
+		return j, r.Scan(&j.id, &j.url, &j.body, &j.attempts)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("claim deliveries: %w", err)
@@ -345,7 +346,7 @@ RETURNING id, payload, attempts`, batch, s.attempts)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			status := s.post(ctx, j.body)
+			status := s.post(ctx, j.url, j.body)
 			var err error
 			if status >= 200 && status < 300 {
 				_, err = s.db.Exec(context.WithoutCancel(ctx), `UPDATE sandbox_deliveries SET delivered_at = clock_timestamp(), last_status = $2 WHERE id = $1`, j.id, status)
@@ -364,10 +365,10 @@ RETURNING id, payload, attempts`, batch, s.attempts)
 }
 
 // post sends one signed delivery and returns the status (0: no answer).
-func (s *sandbox) post(ctx context.Context, body []byte) int {
+func (s *sandbox) post(ctx context.Context, url string, body []byte) int {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.webhookURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0
 	}

@@ -150,6 +150,8 @@ CREATE UNIQUE INDEX sandbox_one_refund_per_intent ON sandbox_refunds (intent_id)
 CREATE TABLE sandbox_deliveries (
 	id           bigserial PRIMARY KEY,
 	event_id     text NOT NULL,
+	-- The endpoint, fixed when the event is queued, as a provider does.
+	url          text NOT NULL,
 	payload      bytea NOT NULL,
 	attempts     integer NOT NULL DEFAULT 0,
 	next_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
