@@ -29,6 +29,9 @@ func main() {
 		cli.DemoCmd(flags),
 		cli.KeysCmd(),
 		cli.RolesCmd(),
+		cli.CheckCmd(flags),
+		cli.ManifestCmd(flags),
+		cli.GateCmd(flags),
 		cli.Loadgen(),
 		cli.VersionCmd(),
 	)

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -120,12 +122,12 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.devMode = append(a.devMode, filled...)
-	if filled, err = ResolvePayments(&a.Config); err != nil {
-		return nil, err
-	}
-	a.devMode = append(a.devMode, filled...)
-	if a.Config.Payments.Sandbox.WebhookURL == "" {
-		a.Config.Payments.Sandbox.WebhookURL = sandboxWebhookURL(a.Config.Listen)
+	if slices.ContainsFunc(partNames, func(p string) bool { return strings.HasPrefix(p, "payments.") }) {
+		// Only a process that runs payments needs its keys and provider.
+		if filled, err = ResolvePayments(&a.Config); err != nil {
+			return nil, err
+		}
+		a.devMode = append(a.devMode, filled...)
 	}
 	if a.Config.Auth.APIKey == "" {
 		log.Warn("no auth.api_key configured: server-to-server endpoints refuse every call")

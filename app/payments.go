@@ -153,6 +153,9 @@ func ResolvePayments(cfg *config.Config) ([]string, error) {
 		}
 		p.Primary = "sandbox"
 	}
+	if p.Sandbox.WebhookURL == "" {
+		p.Sandbox.WebhookURL = sandboxWebhookURL(cfg.Listen)
+	}
 	needSandboxSecret := p.Sandbox.Enabled == "on" && len(p.Sandbox.WebhookSecrets) == 0
 	if !needSandboxSecret && p.TicketKey != "" && p.ManifestKey != "" {
 		return nil, nil
