@@ -33,13 +33,12 @@ var checkSQL = []struct{ name, what, sql string }{
 		`SELECT count(*) FROM payments WHERE status = 'INITIALIZING' AND created_at < clock_timestamp() - interval '2 minutes'`},
 	{"refund_required_stale", "payments REFUND_REQUIRED for more than 15 minutes",
 		`SELECT count(*) FROM payments WHERE status = 'REFUND_REQUIRED' AND updated_at < clock_timestamp() - interval '15 minutes'`},
-	{"money_dead_letters", "refunds in the manual queue (automatic retries exhausted) and undeliverable orders",
+	{"money_dead_letters", "refunds (of payments and orphan charges) in the manual queue: automatic retries exhausted",
 		`SELECT (SELECT count(*) FROM payments WHERE status = 'REFUND_REQUIRED' AND manual)
 		      + (SELECT count(*) FROM payment_orphan_charges WHERE status = 'SEEN' AND manual)`},
 }
 
-// Check evaluates every monitor against db (and the fulfillment stream's
-// pending entries stuck past an hour, when rdb is given).
+// Check evaluates every monitor in one read-only transaction on db.
 func Check(ctx context.Context, db *pgxpool.Pool, b Booking) ([]CheckResult, error) {
 	var out []CheckResult
 	err := pgx.BeginTxFunc(ctx, db, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {

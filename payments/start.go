@@ -177,6 +177,9 @@ func (a *apiPlane) create(ctx context.Context, user, reservation, key string) (p
 	}
 	verdict := VerdictAccept
 	if a.fraud != nil {
+		// Scored under the reservation's row lock: the check is bounded by
+		// payments.fraud.timeout (200 ms), and only this reservation's
+		// expiry or webhook could wait on it.
 		verdict = a.fraud.Check(ctx, FraudInput{User: user, Event: co.Event, Amount: co.Total, Currency: co.Currency})
 	}
 	if verdict == VerdictBlock {
