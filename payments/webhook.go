@@ -28,7 +28,6 @@ type webhooks struct {
 	cfg       config.Payments
 	m         *metrics
 	log       *slog.Logger
-	now       func() time.Time
 }
 
 // errNotReady: the payment exists but its intent reference is not saved
@@ -48,11 +47,7 @@ func (w *webhooks) post(c echo.Context) error {
 	if int64(len(body)) > w.cfg.WebhookBodyLimit {
 		return web.Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "webhook body over %d bytes", w.cfg.WebhookBodyLimit)
 	}
-	now := time.Now()
-	if w.now != nil {
-		now = w.now()
-	}
-	ev, err := p.ParseWebhook(body, c.Request().Header, now)
+	ev, err := p.ParseWebhook(body, c.Request().Header, time.Now())
 	switch {
 	case errors.Is(err, ErrBadSignature):
 		w.m.webhooks.WithLabelValues(name, "bad_signature").Inc()
