@@ -121,8 +121,11 @@ func (a *apiPlane) start(ctx context.Context, user, reservation, key string) ([]
 		}
 		p, err = a.create(ctx, user, reservation, key)
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" && attempt == 0 {
-			continue // a concurrent start with this key won: answer its payment
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			if attempt == 0 {
+				continue // a concurrent start won: answer its payment
+			}
+			return nil, false, unavailable("store payment", err)
 		}
 		if err != nil {
 			return nil, false, err
@@ -195,7 +198,11 @@ func (a *apiPlane) create(ctx context.Context, user, reservation, key string) (p
 INSERT INTO payments (id, reservation_id, user_id, idempotency_key, provider, amount, currency, status, fraud_verdict)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'INITIALIZING', $8)`,
 		p.ID, reservation, user, key, provider, p.Amount, p.Currency, string(verdict)); err != nil {
-		return payment{}, err // a unique violation: a concurrent start won
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return payment{}, err // a concurrent start won: the caller answers its payment
+		}
+		return payment{}, unavailable("store payment", err)
 	}
 	if err := outbox.Add(ctx, tx, KindPaymentInitialized, p.ID, map[string]string{
 		"payment": p.ID, "reservation": reservation, "provider": provider, "fraud": string(verdict)}); err != nil {

@@ -193,6 +193,10 @@ VALUES ($1, $2, $3, $4, clock_timestamp() + make_interval(secs => $5)) ON CONFLI
 		return OutcomeMismatch, p.id, nil
 	case p.status == StatusSucceeded || p.status == StatusRefundRequired || p.status == StatusRefunded:
 		return OutcomeDuplicate, p.id, nil
+	case p.status == StatusFailed:
+		// Money for a payment we gave up on: another payment may own the
+		// reservation now. Give it back.
+		return OutcomeRefundRequired, p.id, requireRefund(ctx, tx, p, "payment_failed")
 	case ev.Amount != p.amount || ev.Currency != p.currency:
 		// Never sell on a charge that is not the price: give it back.
 		w.log.Error("webhook amount or currency does not match the payment; refunding", "provider", provider, "event", ev.ID)
@@ -231,6 +235,9 @@ func requireRefund(ctx context.Context, tx pgx.Tx, p webhookPayment, reason stri
 	return outbox.Add(ctx, tx, KindRefundRequired, p.reservation, RefundRequired{Reservation: p.reservation, Payment: p.id, Reason: reason})
 }
 
+// failed records a failed attempt. The intent stays PENDING: a provider
+// lets the buyer try again on the same intent (another card), and the hold
+// expires as usual if nobody does.
 func (w *webhooks) failed(ctx context.Context, tx pgx.Tx, provider string, ev WebhookEvent) (string, string, error) {
 	p, err := findPayment(ctx, tx, provider, ev, false)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -238,11 +245,6 @@ func (w *webhooks) failed(ctx context.Context, tx pgx.Tx, provider string, ev We
 	}
 	if err != nil {
 		return "", "", fmt.Errorf("find payment: %w", err)
-	}
-	// Only a pending intent fails; the buyer may start another payment.
-	if _, err := tx.Exec(ctx, `UPDATE payments SET status = 'FAILED', updated_at = clock_timestamp()
-		WHERE id = $1 AND status = 'PENDING'`, p.id); err != nil {
-		return "", "", fmt.Errorf("mark failed: %w", err)
 	}
 	return OutcomeFailed, p.id, nil
 }

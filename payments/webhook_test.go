@@ -104,6 +104,11 @@ func TestWebhookContract(t *testing.T) {
 
 	// Out of order: the intent's "created" event after its success.
 	_, res2, v2, ref2 := s.pending(1)
+	// A declined card first: recorded; the intent can still succeed.
+	status, body = s.webhook(event("evt_"+uuid.NewString(), "payment_intent.payment_failed", ref2, v2.ID, v2.Amount, "eur"), now)
+	require.Equal(t, 200, status, body)
+	require.Contains(t, body, payments.OutcomeFailed)
+	require.Equal(t, payments.StatusPending, s.paymentStatus(v2.ID))
 	status, body = s.webhook(event("evt_"+uuid.NewString(), "payment_intent.succeeded", ref2, v2.ID, v2.Amount, "eur"), now)
 	require.Equal(t, 200, status, body)
 	status, body = s.webhook(event("evt_"+uuid.NewString(), "payment_intent.created", ref2, v2.ID, v2.Amount, "eur"), now)
