@@ -34,6 +34,9 @@ func main() {
 		cli.DemoCmd(),
 		cli.KeysCmd(),
 		cli.RolesCmd(),
+		cli.CheckCmd(),
+		cli.ManifestCmd(),
+		cli.GateCmd(),
 		cli.Loadgen(),
 		cli.VersionCmd(),
 	)

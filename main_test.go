@@ -96,6 +96,12 @@ func TestComposeSplitsRoles(t *testing.T) {
 		if slices.Contains(roles, "booking") && !slices.Contains(roles, "admit") {
 			verify = svc.Environment["PRESENCED_WAITINGROOM_VERIFY_KEYS"]
 		}
+		// Outside development, payments needs its provider and keys.
+		if slices.Contains(roles, "booking") || slices.Contains(roles, "worker") {
+			for _, k := range []string{"PRESENCED_PAYMENTS_PRIMARY", "PRESENCED_PAYMENTS_TICKET_KEY", "PRESENCED_PAYMENTS_MANIFEST_KEY"} {
+				require.NotEmpty(t, svc.Environment[k], "%s of %s", k, name)
+			}
+		}
 	}
 	signer, err := keyring.Parse(signing, nil)
 	require.NoError(t, err, "the admit plane's pass key")

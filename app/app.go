@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/payments"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/viewers"
@@ -73,6 +76,7 @@ type modules struct {
 	presence    lazy[presence.Module]
 	waitingroom lazy[waitingroom.Module]
 	booking     lazy[booking.Module]
+	payments    lazy[payments.Module]
 }
 
 // lazy holds a value built once.
@@ -122,6 +126,13 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.devMode = append(a.devMode, filled...)
+	if slices.ContainsFunc(partNames, func(p string) bool { return strings.HasPrefix(p, "payments.") }) {
+		// Only a process that runs payments needs its keys and provider.
+		if filled, err = ResolvePayments(&a.Config); err != nil {
+			return nil, err
+		}
+		a.devMode = append(a.devMode, filled...)
+	}
 	if a.Config.Auth.APIKey == "" {
 		log.Warn("no auth.api_key configured: server-to-server endpoints refuse every call")
 	}
@@ -152,7 +163,7 @@ func (a *App) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, purpose := range []string{store.PoolMain, store.PoolReadOnly} {
+	for _, purpose := range []string{store.PoolMain, store.PoolReadOnly, store.PoolWebhook} {
 		if needs[poolNeed(purpose)] {
 			if _, err := a.Postgres(ctx, purpose); err != nil {
 				return err

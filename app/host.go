@@ -69,6 +69,8 @@ func poolNeed(purpose string) dependency {
 		return needPostgres
 	case store.PoolReadOnly:
 		return needReadOnly
+	case store.PoolWebhook:
+		return needWebhook
 	}
 	return dependency("postgres-" + purpose)
 }

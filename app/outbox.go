@@ -21,7 +21,7 @@ func startOutboxRelay(ctx context.Context, a *App, h module.Host) error {
 	}
 	c := a.Config.Outbox
 	relay, err := outbox.NewRelay(outbox.RelayConfig{
-		Pool: pool, Redis: rdb, Stream: a.Keys.Global("outbox").Key("events"), StreamMaxLen: c.StreamMaxLen,
+		Pool: pool, Redis: rdb, Stream: outbox.Stream(a.Keys), StreamMaxLen: c.StreamMaxLen,
 		Batch: c.Batch, PollInterval: c.PollInterval, Retention: c.Retention,
 		Registerer: a.Metrics, Log: a.Log.With("module", "outbox"),
 	})

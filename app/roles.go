@@ -8,6 +8,7 @@ import (
 
 	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/internal/module"
+	"github.com/presenced/presenced/payments"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/viewers"
 	"github.com/presenced/presenced/waitingroom"
@@ -58,6 +59,9 @@ const (
 	needRedis    dependency = "redis"
 	needPostgres dependency = "postgres"
 	needReadOnly dependency = "postgres-readonly"
+	// needWebhook is the payment webhooks' own pool: a hold stampede can
+	// never take the connections of a paying customer's webhook.
+	needWebhook dependency = "postgres-webhook"
 )
 
 // parts maps each part to what it needs and starts.
@@ -86,10 +90,10 @@ var parts = map[string]part{
 
 	"outbox.relay": {needs: deps(needRedis, needPostgres), start: startOutboxRelay},
 
-	"payments.api":         {},
-	"payments.webhooks":    {},
-	"payments.fulfillment": {},
-	"payments.refunds":     {},
+	"payments.api":         {needs: deps(needPostgres), start: paymentsPart((*payments.Module).StartAPI)},
+	"payments.webhooks":    {needs: deps(needWebhook), start: paymentsPart((*payments.Module).StartWebhooks)},
+	"payments.fulfillment": {needs: deps(needRedis, needPostgres), start: paymentsPart((*payments.Module).StartFulfillment)},
+	"payments.refunds":     {needs: deps(needPostgres), start: paymentsPart((*payments.Module).StartRefunds)},
 }
 
 func deps(d ...dependency) []dependency { return d }

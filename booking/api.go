@@ -75,6 +75,14 @@ type Checkout struct {
 	Due bool
 }
 
+// Line is one thing a paid checkout sold (a seat today), as payments issues
+// a ticket for it: a stable id unique across every reservation and a label a
+// person reads on the ticket.
+type Line struct {
+	ID    string
+	Label string
+}
+
 // Errors of the checkout port.
 var (
 	ErrNoReservation = errNoReservation
@@ -106,4 +114,16 @@ func (m *Module) ReleaseCheckout(ctx context.Context, tx pgx.Tx, id string) (aft
 			m.holds.releaseAfter(ctx, r, true)
 		}
 	}, nil
+}
+
+// Lines lists what paid checkout id sold, in a stable order; a checkout
+// that is not PAID has no lines (ErrNotPending).
+func (m *Module) Lines(ctx context.Context, tx pgx.Tx, id string) ([]Line, error) {
+	return checkoutLines(ctx, tx, id)
+}
+
+// DoubleOwnedSeats counts seats with more than one live owner, which the
+// schema makes impossible: a correctness monitor that must read 0.
+func (m *Module) DoubleOwnedSeats(ctx context.Context, tx pgx.Tx) (int, error) {
+	return doubleOwnedSeats(ctx, tx)
 }

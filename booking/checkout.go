@@ -75,3 +75,63 @@ func markPaid(ctx context.Context, tx pgx.Tx, id string) error {
 	}
 	return nil
 }
+
+const checkoutLinesSQL = `
+SELECT r.status, i.id, i.section_id, s.row_num, s.seat_num
+FROM reservations r
+LEFT JOIN reservation_items i ON i.reservation_id = r.id AND i.status IN ('SOLD', 'CHECKED_IN')
+LEFT JOIN seats s ON s.id = i.seat_id
+WHERE r.id = $1
+ORDER BY i.id`
+
+// checkoutLines names the sold items of a paid reservation: the item id is
+// the line id, since an item belongs to exactly one reservation.
+func checkoutLines(ctx context.Context, tx pgx.Tx, id string) ([]Line, error) {
+	rows, err := tx.Query(ctx, checkoutLinesSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("read checkout lines: %w", err)
+	}
+	defer rows.Close()
+	var out []Line
+	found := false
+	for rows.Next() {
+		var status string
+		var item *int64
+		var section *string
+		var row, seat *int
+		if err := rows.Scan(&status, &item, &section, &row, &seat); err != nil {
+			return nil, fmt.Errorf("read checkout lines: %w", err)
+		}
+		found = true
+		if status != StatusPaid {
+			return nil, fmt.Errorf("%w (%s)", errNotPending, status)
+		}
+		if item == nil {
+			continue
+		}
+		out = append(out, Line{
+			ID:    "seat-item:" + itoa(*item),
+			Label: fmt.Sprintf("Section %s, row %d, seat %d", *section, *row, *seat),
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read checkout lines: %w", err)
+	}
+	if !found {
+		return nil, errNoReservation
+	}
+	return out, nil
+}
+
+const doubleOwnedSQL = `
+SELECT count(*) FROM (
+	SELECT seat_id FROM reservation_items WHERE status IN ('HELD', 'SOLD', 'CHECKED_IN')
+	GROUP BY seat_id HAVING count(*) > 1) d`
+
+func doubleOwnedSeats(ctx context.Context, tx pgx.Tx) (int, error) {
+	var n int
+	if err := tx.QueryRow(ctx, doubleOwnedSQL).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count double-owned seats: %w", err)
+	}
+	return n, nil
+}

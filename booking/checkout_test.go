@@ -78,3 +78,42 @@ func mustTx(t *testing.T, b *bundle) pgx.Tx {
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	return tx
 }
+
+// A paid checkout's lines are its sold seats, one each, with labels; a
+// checkout not paid has none to issue tickets for.
+func TestCheckoutLines(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m := &Module{holds: b.holds}
+	ctx := context.Background()
+	event, seats := b.event(t, "L:1x3@1000")
+	status, res, err := b.hold(t, event, "liner", "k1", seats[:2], "")
+	require.NoError(t, err)
+	require.Equal(t, 201, status)
+	err = pgx.BeginFunc(ctx, b.db, func(tx pgx.Tx) error {
+		_, err := m.Lines(ctx, tx, res.ID)
+		return err
+	})
+	require.ErrorIs(t, err, ErrNotPending, "a pending checkout sold nothing yet")
+	require.NoError(t, pgx.BeginFunc(ctx, b.db, func(tx pgx.Tx) error { return m.MarkPaid(ctx, tx, res.ID) }))
+	var lines []Line
+	require.NoError(t, pgx.BeginFunc(ctx, b.db, func(tx pgx.Tx) error {
+		var err error
+		lines, err = m.Lines(ctx, tx, res.ID)
+		return err
+	}))
+	require.Len(t, lines, 2)
+	require.NotEqual(t, lines[0].ID, lines[1].ID)
+	require.Equal(t, "Section L, row 1, seat 1", lines[0].Label)
+	require.Equal(t, "Section L, row 1, seat 2", lines[1].Label)
+	err = pgx.BeginFunc(ctx, b.db, func(tx pgx.Tx) error {
+		_, err := m.Lines(ctx, tx, "00000000-0000-0000-0000-000000000000")
+		return err
+	})
+	require.ErrorIs(t, err, ErrNoReservation)
+	require.NoError(t, pgx.BeginFunc(ctx, b.db, func(tx pgx.Tx) error {
+		n, err := m.DoubleOwnedSeats(ctx, tx)
+		require.Zero(t, n)
+		return err
+	}))
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/presenced/presenced/loadgen"
 	bookingload "github.com/presenced/presenced/loadgen/booking"
+	paymentsload "github.com/presenced/presenced/loadgen/payments"
 	presenceload "github.com/presenced/presenced/loadgen/presence"
 	viewersload "github.com/presenced/presenced/loadgen/viewers"
 	waitingroomload "github.com/presenced/presenced/loadgen/waitingroom"
@@ -15,6 +16,7 @@ func scenarios() []loadgen.Scenario {
 	return []loadgen.Scenario{
 		loadgen.NewHTTP(),
 		bookingload.New(),
+		paymentsload.New(),
 		presenceload.New(),
 		viewersload.New(),
 		waitingroomload.New(),

@@ -23,6 +23,9 @@ type commonFlags struct {
 	redis    string
 	postgres string
 	dataDir  string
+	// optional are the optional flags registered here; a command's own flag
+	// of the same name (the gate's --listen) is not a configuration key.
+	optional map[string]bool
 }
 
 // Optional configuration flags, by name.
@@ -36,11 +39,12 @@ const (
 // configFlags registers --config, --data-dir and the named optional flags
 // on cmd's own flag set.
 func configFlags(cmd *cobra.Command, optional ...string) *commonFlags {
-	f := &commonFlags{}
+	f := &commonFlags{optional: map[string]bool{}}
 	fs := cmd.Flags()
 	fs.StringVar(&f.file, "config", "", "YAML configuration file (default: none, or $PRESENCED_CONFIG)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "development state folder: private PostgreSQL, development secrets and keys (data_dir, default ./var)")
 	for _, name := range optional {
+		f.optional[name] = true
 		switch name {
 		case flagListen:
 			fs.StringVar(&f.listen, flagListen, "", "HTTP listen address (listen, default 127.0.0.1:8080)")
@@ -63,7 +67,7 @@ func (f *commonFlags) load(cmd *cobra.Command) (config.Config, error) {
 	}
 	flags := map[string]string{}
 	set := func(name, key, val string) {
-		if cmd.Flags().Changed(name) {
+		if (name == "data-dir" || f.optional[name]) && cmd.Flags().Changed(name) {
 			flags[key] = val
 		}
 	}

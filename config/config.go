@@ -33,6 +33,7 @@ type Config struct {
 	Outbox   Outbox   `yaml:"outbox"`
 	Booking  Booking  `yaml:"booking"`
 	Viewers  Viewers  `yaml:"viewers"`
+	Payments Payments `yaml:"payments"`
 
 	Waitingroom Waitingroom `yaml:"waitingroom"`
 	Presence    Presence    `yaml:"presence"`
@@ -176,6 +177,7 @@ func Default() Config {
 		Outbox:      defaultOutbox(),
 		Booking:     defaultBooking(),
 		Viewers:     defaultViewers(),
+		Payments:    defaultPayments(),
 		Waitingroom: defaultWaitingroom(),
 		Presence:    defaultPresence(),
 	}
@@ -265,6 +267,7 @@ func (c *Config) Validate() error {
 	c.Outbox.validate(bad)
 	c.Booking.validate(bad)
 	c.Viewers.validate(bad)
+	c.Payments.validate(bad)
 	c.Waitingroom.validate(bad)
 	c.Presence.validate(bad)
 	if len(errs) > 0 {

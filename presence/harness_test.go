@@ -50,6 +50,12 @@ func testConfig(t testing.TB) config.Config {
 	cfg.Auth.JWTSecret = testSecret
 	cfg.Auth.APIKey = testAPIKey
 	cfg.Auth.DevSecrets = false
+	// The worker role runs payments too, which outside development mode
+	// needs its provider and keys.
+	cfg.Payments.Primary, cfg.Payments.Sandbox.Enabled = "sandbox", "on"
+	cfg.Payments.Sandbox.WebhookSecrets = []string{"whsec_presence_tests_000000"}
+	cfg.Payments.TicketKey = "t1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+	cfg.Payments.ManifestKey = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 	cfg.HTTP.ShutdownTimeout = 5 * time.Second
 	p := &cfg.Presence
 	p.IdleThreshold = time.Minute

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against real Redis and PostgreSQL. The test
 # helpers start private servers from redis-server and the PostgreSQL server
-# binaries; this script makes sure redis-server is installed first.
+# binaries; this script makes sure redis-server and stripe-mock are
+# installed first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,13 @@ if ! command -v redis-server >/dev/null 2>&1; then
     echo "the tests need redis-server: apt-get install redis-server (or brew install redis)" >&2
     exit 1
   fi
+fi
+
+# stripe-mock, Stripe's official API mock, for the Stripe adapter's tests; the
+# test helpers start it like redis-server (from PATH or go install's folder).
+if ! command -v stripe-mock >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/stripe-mock" ]; then
+  echo "installing stripe-mock (the Stripe adapter's tests need it)"
+  go install github.com/stripe/stripe-mock@v0.203.0
 fi
 
 exec go test -race -count=1 -timeout 40m "$@" ./...

@@ -43,11 +43,14 @@ type Server struct {
 // Start starts a process of cfg and serves it until the test ends or Stop.
 func Start(t testing.TB, cfg config.Config) *Server {
 	t.Helper()
+	// Listen first, so the process knows its own address (the sandbox PSP
+	// delivers webhooks to it).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg.Listen = ln.Addr().String()
 	a, err := app.New(cfg, testenv.Logger())
 	require.NoError(t, err)
 	require.NoError(t, a.Start(context.Background()))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx, ln) }()

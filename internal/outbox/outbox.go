@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/presenced/presenced/store"
 )
 
 // Event is one outbox row.
@@ -55,3 +57,7 @@ func Add(ctx context.Context, tx Execer, kind, aggregateID string, payload any) 
 	}
 	return nil
 }
+
+// Stream is the Redis stream the relay appends events to, under the
+// deployment's key prefix: every consumer group reads it.
+func Stream(keys store.Keyspace) string { return keys.Global("outbox").Key("events") }

@@ -1,0 +1,96 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The module's in-process API: the port payments needs from booking, the
+// outbox event kinds it owns, and what the CLI calls (checks, manifests).
+
+// Booking is the checkout port: how payments settles a reservation inside
+// its own transaction, never through booking's tables. Every terminal
+// transition locks the reservation row first, so a payment, an expiry and a
+// cancel can never both win. The app adapts the booking module to it.
+type Booking interface {
+	// LockCheckout locks reservation id in tx and returns it
+	// (ErrNoReservation when absent).
+	LockCheckout(ctx context.Context, tx pgx.Tx, id string) (Checkout, error)
+	// MarkPaid sells a locked checkout that is pending and not due;
+	// anything else is ErrNotPending and changes nothing.
+	MarkPaid(ctx context.Context, tx pgx.Tx, id string) error
+	// ReleaseCheckout ends a pending checkout early; afterCommit frees what
+	// lives outside PostgreSQL once tx commits.
+	ReleaseCheckout(ctx context.Context, tx pgx.Tx, id string) (afterCommit func(context.Context), err error)
+	// Lines lists what a paid checkout sold: one ticket each.
+	Lines(ctx context.Context, tx pgx.Tx, id string) ([]Line, error)
+	// DoubleOwnedSeats counts seats with two live owners (must be 0).
+	DoubleOwnedSeats(ctx context.Context, tx pgx.Tx) (int, error)
+}
+
+// Checkout is a reservation as payments sees it.
+type Checkout struct {
+	ID        string
+	Event     string
+	User      string
+	State     CheckoutState
+	Total     int64
+	Currency  string
+	ExpiresAt time.Time
+	// Due: the hold's time is up, whether or not it was expired yet.
+	Due bool
+}
+
+// CheckoutState is where a checkout stands.
+type CheckoutState string
+
+const (
+	CheckoutPending   CheckoutState = "pending"
+	CheckoutPaid      CheckoutState = "paid"
+	CheckoutExpired   CheckoutState = "expired"
+	CheckoutCancelled CheckoutState = "cancelled"
+)
+
+// Line is one thing a checkout sold: a stable id unique across checkouts
+// (one ticket per line is a constraint) and a label for the ticket.
+type Line struct {
+	ID    string
+	Label string
+}
+
+// Errors of the Booking port.
+var (
+	ErrNoReservation = errors.New("no such reservation")
+	ErrNotPending    = errors.New("reservation is not pending")
+)
+
+// Outbox event kinds payments writes.
+const (
+	// KindPaymentInitialized: a payment row exists; its intent may not yet.
+	KindPaymentInitialized = "payment.initialized"
+	// KindOrderPaid: a verified webhook sold a reservation; fulfillment
+	// issues its tickets.
+	KindOrderPaid = "order.paid"
+	// KindRefundRequired: money was taken for something we will not sell.
+	KindRefundRequired = "refund.required"
+	// KindPaymentRefunded: the provider returned the money.
+	KindPaymentRefunded = "payment.refunded"
+)
+
+// OrderPaid is the payload of KindOrderPaid.
+type OrderPaid struct {
+	Reservation string `json:"reservation"`
+	Payment     string `json:"payment"`
+	Event       string `json:"event"`
+	User        string `json:"user"`
+}
+
+// RefundRequired is the payload of KindRefundRequired.
+type RefundRequired struct {
+	Reservation string `json:"reservation"`
+	Payment     string `json:"payment"`
+	Reason      string `json:"reason"`
+}

@@ -1,0 +1,53 @@
+package payments
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/web"
+)
+
+// routes mounts the sandbox PSP's own endpoints: the confirm step a buyer's
+// browser would do on the provider's page, and a dashboard of its ledger.
+func (s *sandbox) routes(g *echo.Group, admin echo.MiddlewareFunc) {
+	g.POST("/v1/sandbox/psp/intents/:id/confirm", s.postConfirm)
+	g.GET("/v1/sandbox/psp/ledger", s.getLedger, admin)
+}
+
+func (s *sandbox) postConfirm(c echo.Context) error {
+	var body SandboxConfirm
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return web.BadRequest("the body is not a confirm request: %v", err)
+	}
+	if !cleanToken(body.ClientSecret, 128) || len(body.Faults) > len(config.SandboxFaults) {
+		return web.BadRequest("clientSecret is required")
+	}
+	for _, f := range body.Faults {
+		if !slices.Contains(config.SandboxFaults, f) {
+			return web.BadRequest("unknown fault %q", f)
+		}
+	}
+	in, err := s.confirm(c.Request().Context(), c.Param("id"), body.ClientSecret, body.Faults)
+	if errors.Is(err, errNoIntent) {
+		return web.Errorf(http.StatusNotFound, CodeSandboxIntentNotFound, "no such intent")
+	}
+	if err != nil {
+		return unavailable("confirm", err)
+	}
+	return c.JSON(http.StatusOK, SandboxIntentView{ID: in.ID, Amount: in.Amount, Currency: in.Currency, Status: in.Status, Charged: in.ChargedAt})
+}
+
+func (s *sandbox) getLedger(c echo.Context) error {
+	l, err := s.ledger(c.Request().Context(), "")
+	if err != nil {
+		return unavailable("ledger", err)
+	}
+	return c.JSON(http.StatusOK, l)
+}
