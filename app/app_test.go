@@ -36,7 +36,8 @@ func TestResolveRoles(t *testing.T) {
 	roleNames, partNames, err = ResolveRoles([]string{"count, INGEST", "count"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"ingest", "count"}, roleNames)
-	require.Equal(t, []string{"viewers.tiers", "viewers.heartbeat", "viewers.count", "viewers.push"}, partNames, "shared parts start first, once")
+	require.Equal(t, []string{"viewers.tiers", "booking.directory", "viewers.hotels", "viewers.heartbeat", "viewers.count", "viewers.push"},
+		partNames, "shared parts start first, once")
 
 	for _, bad := range [][]string{{"ingest", "nope"}, {}, {" , "}} {
 		_, _, err := ResolveRoles(bad)

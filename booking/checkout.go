@@ -9,12 +9,13 @@ import (
 )
 
 const lockCheckoutSQL = `
-SELECT id, event_id, user_id, status, total, currency, expires_at, expires_at <= clock_timestamp()
+SELECT id, kind, coalesce(event_id, ''), coalesce(hotel_id, ''), user_id, status, total, currency, expires_at,
+       expires_at <= clock_timestamp()
 FROM reservations WHERE id = $1 FOR UPDATE`
 
 func lockCheckout(ctx context.Context, tx pgx.Tx, id string) (Checkout, error) {
 	var c Checkout
-	err := tx.QueryRow(ctx, lockCheckoutSQL, id).Scan(&c.ID, &c.Event, &c.User, &c.Status, &c.Total, &c.Currency, &c.ExpiresAt, &c.Due)
+	err := tx.QueryRow(ctx, lockCheckoutSQL, id).Scan(&c.ID, &c.Kind, &c.Event, &c.Hotel, &c.User, &c.Status, &c.Total, &c.Currency, &c.ExpiresAt, &c.Due)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Checkout{}, errNoReservation
 	}
@@ -34,6 +35,9 @@ func markPaid(ctx context.Context, tx pgx.Tx, id string) error {
 	}
 	if c.Status != StatusPending || c.Due {
 		return fmt.Errorf("%w (%s)", errNotPending, c.Status)
+	}
+	if c.Kind == KindStay {
+		return markStayPaid(ctx, tx, c)
 	}
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE reservations SET status = 'PAID', updated_at = clock_timestamp() WHERE id = $1`, id)
