@@ -27,6 +27,7 @@ func main() {
 		cli.Token(flags),
 		cli.EventCmd(flags),
 		cli.DemoCmd(flags),
+		cli.HotelCmd(flags),
 		cli.KeysCmd(),
 		cli.RolesCmd(),
 		cli.Loadgen(),

@@ -6,6 +6,7 @@ import (
 	"github.com/presenced/presenced/loadgen"
 	bookingload "github.com/presenced/presenced/loadgen/booking"
 	presenceload "github.com/presenced/presenced/loadgen/presence"
+	staysload "github.com/presenced/presenced/loadgen/stays"
 	viewersload "github.com/presenced/presenced/loadgen/viewers"
 	waitingroomload "github.com/presenced/presenced/loadgen/waitingroom"
 )
@@ -16,6 +17,7 @@ func scenarios() []loadgen.Scenario {
 		loadgen.NewHTTP(),
 		bookingload.New(),
 		presenceload.New(),
+		staysload.New(),
 		viewersload.New(),
 		waitingroomload.New(),
 	}
