@@ -366,8 +366,9 @@ ORDER BY h.id, rt.position`, city, in, out, nightsBetween(in, out))
 }
 
 // searchInvalidator is the outbox relay's derived effect for stay
-// inventory changes: the city's cached answers go, and its version moves
-// so a reader that queried before the change cannot store its answer.
+// inventory changes: the city's cached answers of stays overlapping the
+// changed nights go, and its version moves so a reader that queried before
+// the change cannot store its answer.
 type searchInvalidator struct {
 	rdb  redis.UniversalClient
 	keys keys
@@ -383,8 +384,15 @@ func (si *searchInvalidator) Handle(ctx context.Context, e outbox.Event) error {
 	if err := json.Unmarshal(e.Payload, &p); err != nil || !cityPattern.MatchString(p.City) {
 		return nil // nothing to invalidate; not worth stopping the relay for
 	}
+	from, ok1 := parseDate(p.From)
+	to, ok2 := parseDate(p.To)
+	if !ok1 || !ok2 {
+		p.From, p.To = "", "" // no usable range: drop every answer of the city
+	} else {
+		p.From, p.To = from.Format(dateLayout), to.Format(dateLayout)
+	}
 	if err := searchInvalidate.Run(ctx, si.rdb, []string{si.keys.searchVersion(p.City), si.keys.searchCache(p.City)},
-		searchVersionTTL.Milliseconds()).Err(); err != nil {
+		searchVersionTTL.Milliseconds(), p.From, p.To).Err(); err != nil {
 		return fmt.Errorf("drop cached searches of %s: %w", p.City, err)
 	}
 	return nil

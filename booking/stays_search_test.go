@@ -208,15 +208,27 @@ func TestSearchFillLosesToAnInvalidation(t *testing.T) {
 	ctx := context.Background()
 	k := keys{ks: sb.ks}
 	verKey, cacheKey := k.searchVersion("somecity"), k.searchCache("somecity")
-	require.NoError(t, searchFill.Run(ctx, rdb, []string{verKey, cacheKey}, "0", "f", "answer-1", 60000).Err())
+	fill := func(ver, field string) int {
+		n, err := searchFill.Run(ctx, rdb, []string{verKey, cacheKey}, ver, field, "answer", 60000).Int()
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, 1, fill("0", "2030-01-01|2030-01-03"))
+	require.Equal(t, 1, fill("0", "2030-01-03|2030-01-05"))
+	require.Equal(t, 1, fill("0", "2029-12-20|2029-12-31"))
+	require.NoError(t, newSearchInvalidator(rdb, sb.ks).Handle(ctx, outbox.Event{
+		Payload: []byte(`{"city":"somecity","from":"2030-01-02","to":"2030-01-04"}`)}))
+	left, err := rdb.HKeys(ctx, cacheKey).Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{"2029-12-20|2029-12-31"}, left, "answers of stays overlapping the changed nights are dropped, others kept")
 	require.NoError(t, newSearchInvalidator(rdb, sb.ks).Handle(ctx, outbox.Event{Payload: []byte(`{"city":"somecity"}`)}))
 	n, err := rdb.HLen(ctx, cacheKey).Result()
 	require.NoError(t, err)
-	require.Zero(t, n, "the invalidation dropped the answers")
-	stored, err := searchFill.Run(ctx, rdb, []string{verKey, cacheKey}, "0", "f", "stale", 60000).Int()
+	require.Zero(t, n, "without a range every answer goes")
+	stored, err := searchFill.Run(ctx, rdb, []string{verKey, cacheKey}, "1", "f", "stale", 60000).Int()
 	require.NoError(t, err)
 	require.Zero(t, stored, "an answer read before the change is not stored after it")
-	stored, err = searchFill.Run(ctx, rdb, []string{verKey, cacheKey}, "1", "f", "fresh", 60000).Int()
+	stored, err = searchFill.Run(ctx, rdb, []string{verKey, cacheKey}, "2", "f", "fresh", 60000).Int()
 	require.NoError(t, err)
 	require.Equal(t, 1, stored)
 }
