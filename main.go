@@ -32,6 +32,7 @@ func main() {
 		cli.Token(),
 		cli.EventCmd(),
 		cli.DemoCmd(),
+		cli.HotelCmd(),
 		cli.KeysCmd(),
 		cli.RolesCmd(),
 		cli.CheckCmd(),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/internal/module"
+	"github.com/presenced/presenced/viewers"
 	"github.com/presenced/presenced/waitingroom"
 )
 
@@ -25,7 +26,7 @@ func (a *App) booking() (*booking.Module, error) {
 	return a.mods.booking.get(func() (*booking.Module, error) {
 		return booking.New(booking.Deps{
 			Config: a.Config.Booking, Keys: a.Keys, Admission: admission{a.waitingroom},
-			Metrics: a.Metrics, Log: a.Log.With("module", "booking"),
+			Viewers: viewerCounts{a.viewers}, Metrics: a.Metrics, Log: a.Log.With("module", "booking"),
 		})
 	})
 }
@@ -68,4 +69,22 @@ func admissionError(err error) error {
 		// Anything else, ErrUnavailable included, fails closed.
 		return fmt.Errorf("%w: %v", booking.ErrAdmissionUnavailable, err)
 	}
+}
+
+// viewerCounts hands the viewers module's live counts to booking's hotel
+// search. The viewers module is looked up per call, like the waiting room.
+type viewerCounts struct {
+	viewers func() (*viewers.Module, error)
+}
+
+func (vc viewerCounts) ViewerCount(ctx context.Context, hotel string) (int64, bool, error) {
+	v, err := vc.viewers()
+	if err != nil {
+		return 0, false, err
+	}
+	c, err := v.Count(ctx, hotel)
+	if err != nil {
+		return 0, false, err
+	}
+	return c.Count, c.Stale, nil
 }

@@ -29,8 +29,8 @@ var roles = []role{
 	{"count", "sockets", []string{"viewers.count", "viewers.push"}},
 	{"presence", "long-lived sockets", []string{"presence.gateway", "presence.read"}},
 	{"admit", "many idle sockets, no DB credentials", []string{"waitingroom.admit"}},
-	{"browse", "read bursts, read-only DB login", []string{"booking.seatmap", "booking.live"}},
-	{"booking", "DB connections and row locks", []string{"booking.holds", "payments.api", "payments.webhooks"}},
+	{"browse", "read bursts, read-only DB login", []string{"booking.seatmap", "booking.live", "booking.search"}},
+	{"booking", "DB connections and row locks", []string{"booking.holds", "booking.stays", "payments.api", "payments.webhooks"}},
 	{"worker", "background loops", []string{
 		"waitingroom.ticker", "booking.expiry", "outbox.relay", "payments.fulfillment",
 		"payments.refunds", "presence.lifecycle", "viewers.controller", "viewers.abuse",
@@ -67,9 +67,11 @@ const (
 // parts maps each part to what it needs and starts.
 var parts = map[string]part{
 	"viewers.tiers":      {needs: deps(needRedis, needPostgres), start: viewersPart((*viewers.Module).StartTiers)},
-	"viewers.heartbeat":  {needs: deps(needRedis, needPostgres), after: names("viewers.tiers"), start: viewersPart((*viewers.Module).StartHeartbeat)},
-	"viewers.count":      {needs: deps(needRedis, needPostgres), after: names("viewers.tiers"), start: viewersPart((*viewers.Module).StartCount)},
-	"viewers.push":       {needs: deps(needRedis, needPostgres), after: names("viewers.tiers"), start: viewersPart((*viewers.Module).StartPush)},
+	"viewers.hotels":     {needs: deps(needPostgres), after: names("booking.directory"), start: viewersPart((*viewers.Module).StartHotels)},
+	"viewers.heartbeat":  {needs: deps(needRedis, needPostgres), after: names("viewers.tiers", "viewers.hotels"), start: viewersPart((*viewers.Module).StartHeartbeat)},
+	"viewers.count":      {needs: deps(needRedis, needPostgres), after: names("viewers.tiers", "viewers.hotels"), start: viewersPart((*viewers.Module).StartCount)},
+	"viewers.push":       {needs: deps(needRedis, needPostgres), after: names("viewers.tiers", "viewers.hotels"), start: viewersPart((*viewers.Module).StartPush)},
+	"viewers.reader":     {needs: deps(needRedis, needReadOnly), start: viewersPart((*viewers.Module).StartReader)},
 	"viewers.controller": {needs: deps(needRedis, needPostgres), start: viewersPart((*viewers.Module).StartController)},
 	"viewers.abuse":      {needs: deps(needRedis, needPostgres), start: viewersPart((*viewers.Module).StartAbuse)},
 
@@ -83,10 +85,13 @@ var parts = map[string]part{
 	"waitingroom.admit":  {needs: deps(needRedis), start: waitingroomPart((*waitingroom.Module).StartAdmit)},
 	"waitingroom.ticker": {needs: deps(needRedis), start: waitingroomPart((*waitingroom.Module).StartTicker)},
 
-	"booking.seatmap": {needs: deps(needRedis, needReadOnly), start: bookingPart((*booking.Module).StartSeatMap)},
-	"booking.live":    {needs: deps(needRedis, needReadOnly), start: bookingPart((*booking.Module).StartLive)},
-	"booking.holds":   {needs: deps(needRedis, needPostgres), after: names("waitingroom.verify"), start: bookingPart((*booking.Module).StartHolds)},
-	"booking.expiry":  {needs: deps(needRedis, needPostgres), after: names("waitingroom.leases"), start: bookingPart((*booking.Module).StartExpiry)},
+	"booking.seatmap":   {needs: deps(needRedis, needReadOnly), start: bookingPart((*booking.Module).StartSeatMap)},
+	"booking.live":      {needs: deps(needRedis, needReadOnly), start: bookingPart((*booking.Module).StartLive)},
+	"booking.holds":     {needs: deps(needRedis, needPostgres), after: names("waitingroom.verify"), start: bookingPart((*booking.Module).StartHolds)},
+	"booking.stays":     {needs: deps(needRedis, needPostgres), after: names("waitingroom.verify"), start: bookingPart((*booking.Module).StartStays)},
+	"booking.search":    {needs: deps(needRedis, needReadOnly), after: names("viewers.reader"), start: bookingPart((*booking.Module).StartSearch)},
+	"booking.directory": {needs: deps(needPostgres), start: bookingPart((*booking.Module).StartDirectory)},
+	"booking.expiry":    {needs: deps(needRedis, needPostgres), after: names("waitingroom.leases"), start: bookingPart((*booking.Module).StartExpiry)},
 
 	"outbox.relay": {needs: deps(needRedis, needPostgres), start: startOutboxRelay},
 

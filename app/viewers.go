@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/internal/keyring"
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
@@ -29,7 +30,7 @@ func (a *App) viewers() (*viewers.Module, error) {
 	return a.mods.viewers.get(func() (*viewers.Module, error) {
 		d := viewers.Deps{
 			Config: a.Config.Viewers, Keys: a.Keys, CookieKeys: a.viewersKeyring,
-			Metrics: a.Metrics, Log: a.Log.With("module", "viewers"),
+			Hotels: hotelDirectory{a.booking}, Metrics: a.Metrics, Log: a.Log.With("module", "viewers"),
 		}
 		if a.Config.Viewers.RateLimitRedisURL != "" {
 			d.LimitRedis = a.viewersLimitRedis
@@ -78,4 +79,18 @@ func (a *App) viewersKeyring() (*keyring.Ring, error) {
 		return nil, fmt.Errorf("viewers.cookie_signing_key / cookie_verify_keys: %w", err)
 	}
 	return r, nil
+}
+
+// hotelDirectory tells viewers which hotels exist: booking's hotels,
+// listed through its in-process API (the booking.directory part).
+type hotelDirectory struct {
+	booking func() (*booking.Module, error)
+}
+
+func (d hotelDirectory) HotelsSince(ctx context.Context, cursor int64, limit int) ([]string, int64, error) {
+	b, err := d.booking()
+	if err != nil {
+		return nil, cursor, err
+	}
+	return b.HotelsSince(ctx, cursor, limit)
 }

@@ -33,6 +33,14 @@ var (
 	ErrAdmissionUnavailable = errors.New("admission check unavailable")
 )
 
+// ViewerCounts tells how many people look at a hotel right now. The viewers
+// module provides it through the app; booking never reads its keys.
+type ViewerCounts interface {
+	// ViewerCount is hotel's approximate live viewer count; stale means it
+	// is the last one known because the counting store is failing.
+	ViewerCount(ctx context.Context, hotel string) (count int64, stale bool, err error)
+}
+
 // KindInventoryChanged is the outbox event of a section whose seats changed.
 const KindInventoryChanged = "inventory.changed"
 
@@ -42,9 +50,23 @@ type InventoryChanged struct {
 	Section string `json:"section"`
 }
 
+// KindStayInventoryChanged is the outbox event of room nights whose
+// availability or price changed.
+const KindStayInventoryChanged = "stays.inventory.changed"
+
+// StayInventoryChanged is its payload: the nights From up to To (exclusive)
+// of one room type.
+type StayInventoryChanged struct {
+	Hotel    string `json:"hotel"`
+	City     string `json:"city"`
+	RoomType string `json:"roomType"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+}
+
 // RegisterEffects adds booking's derived effects of outbox events to the
 // relay: an inventory change drops the cached seat map, then tells live
-// viewers.
+// viewers; a stay inventory change drops the city's cached searches.
 func (m *Module) RegisterEffects(ctx context.Context, h module.Host, r *outbox.Relay) error {
 	rdb, err := h.Redis(ctx)
 	if err != nil {
@@ -55,17 +77,31 @@ func (m *Module) RegisterEffects(ctx context.Context, h module.Host, r *outbox.R
 		return err
 	}
 	r.Handle(KindInventoryChanged, newInvalidator(rdb, hb, m.keys).Handle)
+	r.Handle(KindStayInventoryChanged, newSearchInvalidator(rdb, m.keys).Handle)
 	return nil
+}
+
+// HotelsSince lists the ids of hotels registered after cursor, oldest
+// first, at most limit, and the cursor to pass next time (the viewers'
+// registry of hotels, through the app). It needs the directory part.
+func (m *Module) HotelsSince(ctx context.Context, cursor int64, limit int) ([]string, int64, error) {
+	if m.directory == nil {
+		return nil, cursor, errors.New("booking: the hotel directory is not started in this process")
+	}
+	return hotelsSince(ctx, m.directory, cursor, limit)
 }
 
 // The checkout port: what payments calls, inside its own transaction, to
 // settle a reservation. Every terminal transition locks the reservation row
 // first, so a payment, an expiry and a cancel can never both win.
 
-// Checkout is a reservation as payments sees it.
+// Checkout is a reservation as payments sees it: seats of an event or a
+// stay at a hotel (Kind).
 type Checkout struct {
 	ID        string
-	Event     string
+	Kind      string // KindSeats or KindStay
+	Event     string // seats only
+	Hotel     string // stays only
 	User      string
 	Status    string
 	Total     int64
@@ -75,9 +111,9 @@ type Checkout struct {
 	Due bool
 }
 
-// Line is one thing a paid checkout sold (a seat today), as payments issues
-// a ticket for it: a stable id unique across every reservation and a label a
-// person reads on the ticket.
+// Line is one thing a paid checkout sold, as payments issues a ticket or a
+// voucher for it: a seat, or one room of a stay. ID is stable and unique
+// across every reservation; Label is what a person reads on the ticket.
 type Line struct {
 	ID    string
 	Label string
@@ -95,14 +131,15 @@ func (m *Module) LockCheckout(ctx context.Context, tx pgx.Tx, id string) (Checko
 }
 
 // MarkPaid sells a checkout locked in tx: PENDING_PAYMENT and not due →
-// PAID, its items and seats SOLD, an inventory event per section. Anything
-// else is ErrNotPending and changes nothing.
+// PAID, its items and seats SOLD (or its room nights moved from held to
+// sold), with inventory events. Anything else is ErrNotPending and changes
+// nothing.
 func (m *Module) MarkPaid(ctx context.Context, tx pgx.Tx, id string) error {
 	return markPaid(ctx, tx, id)
 }
 
 // ReleaseCheckout ends a pending checkout before its time (payments cannot
-// take money: the seats go back rather than stay locked). afterCommit frees
+// take money: the seats or nights go back rather than stay locked). afterCommit frees
 // the seat hints and the buyer's admission lease; call it once tx commits.
 func (m *Module) ReleaseCheckout(ctx context.Context, tx pgx.Tx, id string) (afterCommit func(context.Context), err error) {
 	r, err := endReservation(ctx, tx, id, StatusCancelled, false, "")
@@ -116,8 +153,9 @@ func (m *Module) ReleaseCheckout(ctx context.Context, tx pgx.Tx, id string) (aft
 	}, nil
 }
 
-// Lines lists what paid checkout id sold, in a stable order; a checkout
-// that is not PAID has no lines (ErrNotPending).
+// Lines lists what paid checkout id sold, in a stable order, read in tx: a
+// line per sold seat, or a line per room of a stay. A checkout that is not
+// PAID has no lines (ErrNotPending).
 func (m *Module) Lines(ctx context.Context, tx pgx.Tx, id string) ([]Line, error) {
 	return checkoutLines(ctx, tx, id)
 }

@@ -9,12 +9,13 @@ import (
 )
 
 const lockCheckoutSQL = `
-SELECT id, event_id, user_id, status, total, currency, expires_at, expires_at <= clock_timestamp()
+SELECT id, kind, coalesce(event_id, ''), coalesce(hotel_id, ''), user_id, status, total, currency, expires_at,
+       expires_at <= clock_timestamp()
 FROM reservations WHERE id = $1 FOR UPDATE`
 
 func lockCheckout(ctx context.Context, tx pgx.Tx, id string) (Checkout, error) {
 	var c Checkout
-	err := tx.QueryRow(ctx, lockCheckoutSQL, id).Scan(&c.ID, &c.Event, &c.User, &c.Status, &c.Total, &c.Currency, &c.ExpiresAt, &c.Due)
+	err := tx.QueryRow(ctx, lockCheckoutSQL, id).Scan(&c.ID, &c.Kind, &c.Event, &c.Hotel, &c.User, &c.Status, &c.Total, &c.Currency, &c.ExpiresAt, &c.Due)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Checkout{}, errNoReservation
 	}
@@ -34,6 +35,9 @@ func markPaid(ctx context.Context, tx pgx.Tx, id string) error {
 	}
 	if c.Status != StatusPending || c.Due {
 		return fmt.Errorf("%w (%s)", errNotPending, c.Status)
+	}
+	if c.Kind == KindStay {
+		return markStayPaid(ctx, tx, c)
 	}
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE reservations SET status = 'PAID', updated_at = clock_timestamp() WHERE id = $1`, id)
@@ -77,15 +81,16 @@ func markPaid(ctx context.Context, tx pgx.Tx, id string) error {
 }
 
 const checkoutLinesSQL = `
-SELECT r.status, i.id, i.section_id, s.row_num, s.seat_num
+SELECT r.status, r.kind, i.id, i.section_id, s.row_num, s.seat_num
 FROM reservations r
 LEFT JOIN reservation_items i ON i.reservation_id = r.id AND i.status IN ('SOLD', 'CHECKED_IN')
 LEFT JOIN seats s ON s.id = i.seat_id
 WHERE r.id = $1
 ORDER BY i.id`
 
-// checkoutLines names the sold items of a paid reservation: the item id is
-// the line id, since an item belongs to exactly one reservation.
+// checkoutLines names what a paid reservation sold. A seat's line id is its
+// item id, since an item belongs to exactly one reservation; a stay's lines
+// are its rooms, named under the reservation's id.
 func checkoutLines(ctx context.Context, tx pgx.Tx, id string) ([]Line, error) {
 	rows, err := tx.Query(ctx, checkoutLinesSQL, id)
 	if err != nil {
@@ -93,16 +98,16 @@ func checkoutLines(ctx context.Context, tx pgx.Tx, id string) ([]Line, error) {
 	}
 	defer rows.Close()
 	var out []Line
-	found := false
+	found, stay := false, false
 	for rows.Next() {
-		var status string
+		var status, kind string
 		var item *int64
 		var section *string
 		var row, seat *int
-		if err := rows.Scan(&status, &item, &section, &row, &seat); err != nil {
+		if err := rows.Scan(&status, &kind, &item, &section, &row, &seat); err != nil {
 			return nil, fmt.Errorf("read checkout lines: %w", err)
 		}
-		found = true
+		found, stay = true, kind == KindStay
 		if status != StatusPaid {
 			return nil, fmt.Errorf("%w (%s)", errNotPending, status)
 		}
@@ -119,6 +124,10 @@ func checkoutLines(ctx context.Context, tx pgx.Tx, id string) ([]Line, error) {
 	}
 	if !found {
 		return nil, errNoReservation
+	}
+	rows.Close()
+	if stay {
+		return stayLines(ctx, tx, id)
 	}
 	return out, nil
 }

@@ -86,6 +86,12 @@ func (e *expirer) ExpireOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("claim expired holds: %w", err)
 	}
+	// Every reservation row of the batch is locked (the claim); the nights
+	// of its stays are locked next, in one global order, before any is
+	// ended, so the batch cannot deadlock with a hold of overlapping nights.
+	if err := lockStayNights(ctx, tx, ids); err != nil {
+		return 0, fmt.Errorf("expire: %w", err)
+	}
 	var ended []*released
 	for _, id := range ids {
 		r, err := endReservation(ctx, tx, id, StatusExpired, true, "")

@@ -440,6 +440,13 @@ func storeError(what string, err error) error {
 				return e
 			case "one_active_checkout":
 				return web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
+			case "one_active_stay_checkout":
+				return web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress at this hotel")
+			}
+		case "23514":
+			if pgErr.ConstraintName == "room_nights_no_overbooking" {
+				// The database refused an overbooking the code let through.
+				return web.Errorf(http.StatusConflict, "rooms_unavailable", "not enough rooms free on every night")
 			}
 		}
 		return fmt.Errorf("%s: %w", what, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/presenced/presenced/config"
@@ -19,8 +20,11 @@ type Deps struct {
 	Keys   store.Keyspace
 	// Admission checks buyers' passes (the waiting room, through the app).
 	Admission Admission
-	Metrics   prometheus.Registerer
-	Log       *slog.Logger
+	// Viewers counts who looks at each hotel, for search (the viewers
+	// module, through the app).
+	Viewers ViewerCounts
+	Metrics prometheus.Registerer
+	Log     *slog.Logger
 }
 
 // Module is one process's booking module. Its parts start one at a time;
@@ -30,23 +34,32 @@ type Module struct {
 	cfg       config.Booking
 	keys      store.Keyspace
 	admission Admission
+	viewers   ViewerCounts
 	m         *metrics
+	sm        *stayMetrics
 	log       *slog.Logger
 
-	holds   *holdsPlane
-	seatMap *seatMap
+	holds     *holdsPlane
+	seatMap   *seatMap
+	stays     *staysPlane
+	search    *search
+	directory *pgxpool.Pool
 }
 
 // New builds the module; nothing runs until a part starts.
 func New(d Deps) (*Module, error) {
-	if d.Admission == nil || d.Metrics == nil || d.Log == nil {
-		return nil, errors.New("booking: an admission checker, metrics and a logger are required")
+	if d.Admission == nil || d.Viewers == nil || d.Metrics == nil || d.Log == nil {
+		return nil, errors.New("booking: an admission checker, viewer counts, metrics and a logger are required")
 	}
 	m, err := newMetrics(d.Metrics)
 	if err != nil {
 		return nil, err
 	}
-	return &Module{cfg: d.Config, keys: d.Keys, admission: d.Admission, m: m, log: d.Log}, nil
+	sm, err := newStayMetrics(d.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	return &Module{cfg: d.Config, keys: d.Keys, admission: d.Admission, viewers: d.Viewers, m: m, sm: sm, log: d.Log}, nil
 }
 
 // StartHolds mounts holds, reservations and event administration (booking
@@ -61,6 +74,54 @@ func (m *Module) StartHolds(ctx context.Context, h module.Host) error {
 		return err
 	}
 	holds.Routes(h.Routes(), users.Middleware(), h.RequireAPIKey())
+	return nil
+}
+
+// StartStays mounts stay holds and hotel administration (booking role).
+// Stays share the holds plane: one path for reservations of both kinds.
+func (m *Module) StartStays(ctx context.Context, h module.Host) error {
+	holds, err := m.openHolds(ctx, h)
+	if err != nil {
+		return err
+	}
+	users, err := h.Users()
+	if err != nil {
+		return err
+	}
+	if m.stays == nil {
+		m.stays = newStays(holds, m.sm)
+	}
+	m.stays.Routes(h.Routes(), users.Middleware(), h.RequireAPIKey())
+	return nil
+}
+
+// StartSearch mounts the hotel search (browse role, read-only login).
+func (m *Module) StartSearch(ctx context.Context, h module.Host) error {
+	ro, err := h.Postgres(ctx, store.PoolReadOnly)
+	if err != nil {
+		return err
+	}
+	rdb, err := h.Redis(ctx)
+	if err != nil {
+		return err
+	}
+	m.search, err = newSearch(searchDeps{ReadOnly: ro, Redis: rdb, Keys: m.keys, Viewers: m.viewers,
+		Config: m.cfg, Metrics: m.sm, Log: m.log})
+	if err != nil {
+		return err
+	}
+	m.search.Routes(h.Routes())
+	return nil
+}
+
+// StartDirectory opens the hotel directory other modules list hotels from
+// (HotelsSince): the viewers' registry on the ingest and count planes.
+func (m *Module) StartDirectory(ctx context.Context, h module.Host) error {
+	db, err := h.Postgres(ctx, store.PoolMain)
+	if err != nil {
+		return err
+	}
+	m.directory = db
 	return nil
 }
 

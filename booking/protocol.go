@@ -28,16 +28,26 @@ const (
 	StatusCancelled = "CANCELLED"
 )
 
-// Reservation is a hold and its frozen prices, as the API shows it.
+// Reservation kinds: seats of an event, or a stay at a hotel.
+const (
+	KindSeats = "seats"
+	KindStay  = "stay"
+)
+
+// Reservation is a hold and its frozen prices, as the API shows it: seats
+// of an event (Event, Items) or a stay at a hotel (Hotel, Stay).
 type Reservation struct {
 	ID        string    `json:"id"`
-	Event     string    `json:"event"`
+	Kind      string    `json:"kind"`
+	Event     string    `json:"event,omitempty"`
+	Hotel     string    `json:"hotel,omitempty"`
 	Status    string    `json:"status"`
 	ExpiresAt time.Time `json:"expiresAt"`
 	Total     int64     `json:"total"`
 	Currency  string    `json:"currency"`
 	PromoCode string    `json:"promoCode,omitempty"`
-	Items     []Item    `json:"items"`
+	Items     []Item    `json:"items,omitempty"`
+	Stay      *Stay     `json:"stay,omitempty"`
 }
 
 // Item is one seat of a reservation with its price frozen at hold time.
@@ -82,4 +92,74 @@ type SeatView struct {
 	Number    int    `json:"number"`
 	Status    string `json:"status"`
 	BasePrice int64  `json:"basePrice"`
+}
+
+// StayHoldRequest is the body of POST /v1/hotels/{hotel}/holds: rooms of
+// one type from checkIn up to checkOut (dates of the hotel's nights,
+// YYYY-MM-DD, checkOut exclusive).
+type StayHoldRequest struct {
+	RoomType string `json:"roomType"`
+	CheckIn  string `json:"checkIn"`
+	CheckOut string `json:"checkOut"`
+	Rooms    int    `json:"rooms"`
+	// Guests defaults to 1; at most rooms × the room type's capacity.
+	Guests int `json:"guests,omitempty"`
+}
+
+// Stay is what a stay reservation holds, with its prices frozen per night.
+// The reservation's total is Rooms × the sum of the nights' prices.
+type Stay struct {
+	RoomType     string  `json:"roomType"`
+	RoomTypeName string  `json:"roomTypeName"`
+	CheckIn      string  `json:"checkIn"`
+	CheckOut     string  `json:"checkOut"`
+	Rooms        int     `json:"rooms"`
+	Guests       int     `json:"guests"`
+	Nights       []Night `json:"nights"`
+}
+
+// Night is one night of a stay: its date and its price per room.
+type Night struct {
+	Date      string `json:"date"`
+	BasePrice int64  `json:"basePrice"`
+	Price     int64  `json:"price"`
+}
+
+// SearchResult is GET /v1/hotels: the hotels of a city with at least one
+// room type free on every night of the stay for the guests, cheapest
+// first, each with its live viewer count.
+type SearchResult struct {
+	City     string       `json:"city"`
+	CheckIn  string       `json:"checkIn"`
+	CheckOut string       `json:"checkOut"`
+	Nights   int          `json:"nights"`
+	Guests   int          `json:"guests"`
+	Rooms    int          `json:"rooms"`
+	Hotels   []HotelOffer `json:"hotels"`
+}
+
+// HotelOffer is one hotel of a search: its room types that fit, each with
+// the rooms free on its fullest night and the price of the whole stay.
+type HotelOffer struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Currency string `json:"currency"`
+	// LowestTotal is the cheapest stay for the requested rooms.
+	LowestTotal int64 `json:"lowestTotal"`
+	// Viewers is how many people look at the hotel now (approximate);
+	// absent when the count is not available.
+	Viewers      *int64          `json:"viewers,omitempty"`
+	ViewersStale bool            `json:"viewersStale,omitempty"`
+	RoomTypes    []RoomTypeOffer `json:"roomTypes"`
+}
+
+// RoomTypeOffer is a room type free on every night of a search.
+type RoomTypeOffer struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Capacity int    `json:"capacity"`
+	// Available is the fewest rooms free on any night of the stay.
+	Available int `json:"available"`
+	// Total is the price of the stay for the requested rooms.
+	Total int64 `json:"total"`
 }

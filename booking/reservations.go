@@ -22,7 +22,7 @@ type released struct {
 var errNotPending = errors.New("reservation is not pending")
 
 const lockReservation = `
-SELECT event_id, user_id, status, expires_at <= clock_timestamp(), coalesce(promo_code, '')
+SELECT coalesce(event_id, hotel_id), user_id, status, expires_at <= clock_timestamp(), coalesce(promo_code, ''), kind
 FROM reservations WHERE id = $1 FOR UPDATE`
 
 // endReservation moves a pending reservation to status (EXPIRED or
@@ -32,9 +32,9 @@ FROM reservations WHERE id = $1 FOR UPDATE`
 // can never both win. onlyIfExpired refuses reservations not yet due.
 func endReservation(ctx context.Context, tx pgx.Tx, id, status string, onlyIfExpired bool, user string) (*released, error) {
 	var r released
-	var current, promo string
+	var current, promo, kind string
 	var due bool
-	err := tx.QueryRow(ctx, lockReservation, id).Scan(&r.event, &r.user, &current, &due, &promo)
+	err := tx.QueryRow(ctx, lockReservation, id).Scan(&r.event, &r.user, &current, &due, &promo, &kind)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errNoReservation
 	}
@@ -48,6 +48,9 @@ func endReservation(ctx context.Context, tx pgx.Tx, id, status string, onlyIfExp
 		return nil, fmt.Errorf("%w (%s)", errNotPending, current)
 	}
 	r.id = id
+	if kind == KindStay {
+		return endStay(ctx, tx, &r, status)
+	}
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE reservations SET status = $2, updated_at = clock_timestamp() WHERE id = $1`, id, status)
 	b.Queue(`UPDATE reservation_items SET status = 'RELEASED' WHERE reservation_id = $1 AND status = 'HELD'`, id)
@@ -138,6 +141,7 @@ func loadReservation(ctx context.Context, q querier, id, user string) (*Reservat
 			return nil, errNoReservation
 		}
 		if res == nil {
+			r.Kind = KindSeats
 			res = &r
 		}
 		res.Items = append(res.Items, it)
@@ -146,7 +150,8 @@ func loadReservation(ctx context.Context, q querier, id, user string) (*Reservat
 		return nil, fmt.Errorf("read reservation: %w", err)
 	}
 	if res == nil {
-		return nil, errNoReservation
+		// No seats: a stay, or nothing.
+		return loadStay(ctx, q, id, user)
 	}
 	return res, nil
 }

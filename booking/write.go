@@ -159,7 +159,7 @@ func (h *holdsPlane) write(ctx context.Context, tx pgx.Tx, p pendingHold) (holdR
 	if err != nil {
 		return holdResult{}, err
 	}
-	res := Reservation{ID: resID, Event: in.Event, Status: StatusPending, ExpiresAt: expiresAt.UTC(),
+	res := Reservation{ID: resID, Kind: KindSeats, Event: in.Event, Status: StatusPending, ExpiresAt: expiresAt.UTC(),
 		Total: total, Currency: ev.currency, PromoCode: in.PromoCode, Items: items}
 	body := mustJSON(res)
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -109,7 +108,7 @@ func DemoCmd() *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Seed a demo on-sale event (a 50,000-seat arena with a promotion code)",
+		Short: "Seed a demo on-sale event (a 50,000-seat arena with a promotion code) and hotels in six cities",
 		Example: `  presenced demo                  # into the development server's database (./var)
   presenced demo --event arena-2  # another arena beside it`,
 		Args: cobra.NoArgs,
@@ -125,7 +124,7 @@ func DemoCmd() *cobra.Command {
 			sum, err := booking.CreateEvent(cmd.Context(), pool, spec)
 			if errors.Is(err, booking.ErrEventExists) {
 				printf(cmd, "event %s already exists\n", id)
-				return nil
+				return seedDemoHotels(cmd, a)
 			}
 			if err != nil {
 				return err
@@ -137,23 +136,11 @@ func DemoCmd() *cobra.Command {
 			}
 			printf(cmd, "event %s: %d seats in %d sections, promotion EARLYBIRD (20%% off, 500 uses)\n", sum.ID, sum.Seats, sum.Sections)
 			printf(cmd, "seat map: GET /v1/events/%s/seats  live: GET /v1/events/%s/live\n", id, id)
-			printf(cmd, "hotels for viewers (ids need no registration): %s\n", strings.Join(demoHotels(), " "))
-			printf(cmd, "  POST /v1/viewers/<hotel>/heartbeat  GET /v1/viewers/<hotel>/count  GET /v1/viewers/<hotel>/stream\n")
-			return nil
+			return seedDemoHotels(cmd, a)
 		})
 	}
 	cmd.Flags().StringVar(&id, "event", "demo-arena", "id of the demo event")
 	return cmd
-}
-
-// demoHotels are hotel ids for trying the viewers endpoints.
-func demoHotels() []string {
-	cities := []string{"lisbon", "paris", "rome", "berlin", "vienna", "prague", "madrid", "oslo"}
-	var out []string
-	for i, c := range cities {
-		out = append(out, fmt.Sprintf("%s-%03d", c, 100+i*7))
-	}
-	return out
 }
 
 // demoArena is ten sections of 50 rows × 100 seats: 50,000 seats, priced

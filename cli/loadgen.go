@@ -7,6 +7,7 @@ import (
 	bookingload "github.com/presenced/presenced/loadgen/booking"
 	paymentsload "github.com/presenced/presenced/loadgen/payments"
 	presenceload "github.com/presenced/presenced/loadgen/presence"
+	staysload "github.com/presenced/presenced/loadgen/stays"
 	viewersload "github.com/presenced/presenced/loadgen/viewers"
 	waitingroomload "github.com/presenced/presenced/loadgen/waitingroom"
 )
@@ -18,6 +19,7 @@ func scenarios() []loadgen.Scenario {
 		bookingload.New(),
 		paymentsload.New(),
 		presenceload.New(),
+		staysload.New(),
 		viewersload.New(),
 		waitingroomload.New(),
 	}

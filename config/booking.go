@@ -23,6 +23,18 @@ type Booking struct {
 	SeatMapFillWait time.Duration `yaml:"seat_map_fill_wait"`
 	// Messages queued per live seat-map viewer before it is dropped.
 	LiveQueue int `yaml:"live_queue"`
+
+	// Stays. Rooms one stay hold may take, and its longest stay in nights.
+	MaxRoomsPerHold  int `yaml:"max_rooms_per_hold"`
+	MaxNightsPerStay int `yaml:"max_nights_per_stay"`
+	// The booking plane keeps each hotel's settings this long, so refusals
+	// (unknown hotel, no pass for a flash deal) cost no database round trip.
+	HotelCacheTTL time.Duration `yaml:"hotel_cache_ttl"`
+	// A city's cached search answers live at most this long in Redis; the
+	// outbox relay drops them as soon as an inventory change commits.
+	SearchCacheTTL time.Duration `yaml:"search_cache_ttl"`
+	// Cache-Control max-age of search answers.
+	SearchMaxAge time.Duration `yaml:"search_max_age"`
 }
 
 func defaultBooking() Booking {
@@ -37,6 +49,11 @@ func defaultBooking() Booking {
 		SeatMapTTL:       2 * time.Second,
 		SeatMapFillWait:  500 * time.Millisecond,
 		LiveQueue:        8,
+		MaxRoomsPerHold:  8,
+		MaxNightsPerStay: 30,
+		HotelCacheTTL:    5 * time.Second,
+		SearchCacheTTL:   time.Minute,
+		SearchMaxAge:     5 * time.Second,
 	}
 }
 
@@ -51,6 +68,8 @@ func (b Booking) validate(bad badFunc) {
 		"booking.lock_timeout": b.LockTimeout, "booking.statement_timeout": b.StatementTimeout,
 		"booking.expiry_interval": b.ExpiryInterval, "booking.idempotency_ttl": b.IdempotencyTTL,
 		"booking.seat_map_ttl": b.SeatMapTTL, "booking.seat_map_fill_wait": b.SeatMapFillWait,
+		"booking.hotel_cache_ttl": b.HotelCacheTTL, "booking.search_cache_ttl": b.SearchCacheTTL,
+		"booking.search_max_age": b.SearchMaxAge,
 	} {
 		if d <= 0 {
 			bad(key, "must be a positive duration")
@@ -61,5 +80,11 @@ func (b Booking) validate(bad badFunc) {
 	}
 	if b.LiveQueue <= 0 {
 		bad("booking.live_queue", "must be positive")
+	}
+	if b.MaxRoomsPerHold < 1 || b.MaxRoomsPerHold > 100 {
+		bad("booking.max_rooms_per_hold", "must be between 1 and 100")
+	}
+	if b.MaxNightsPerStay < 1 || b.MaxNightsPerStay > 30 {
+		bad("booking.max_nights_per_stay", "must be between 1 and 30")
 	}
 }

@@ -51,6 +51,11 @@ type Viewers struct {
 	// is back.
 	ProbeInterval time.Duration `yaml:"probe_interval"`
 
+	// HotelRefresh is how often a process asks booking for hotels created
+	// since its last look; a new hotel is counted within this delay, and
+	// until then its heartbeats and counts are 404.
+	HotelRefresh time.Duration `yaml:"hotel_refresh"`
+
 	// Hot-hotel tiers.
 	TierCacheTTL       time.Duration `yaml:"tier_cache_ttl"`
 	Promote16Rate      float64       `yaml:"promote_16_rate"`
@@ -120,6 +125,7 @@ func defaultViewers() Viewers {
 		MaxPending:     2_000_000,
 		ProbeInterval:  time.Second,
 
+		HotelRefresh:       time.Second,
 		TierCacheTTL:       60 * time.Second,
 		Promote16Rate:      1000,
 		Promote64Rate:      10000,
@@ -173,6 +179,7 @@ func (v Viewers) validate(bad badFunc) {
 		"viewers.flush_timeout":        v.FlushTimeout,
 		"viewers.probe_interval":       v.ProbeInterval,
 		"viewers.tier_cache_ttl":       v.TierCacheTTL,
+		"viewers.hotel_refresh":        v.HotelRefresh,
 		"viewers.write_delay":          v.WriteDelay,
 		"viewers.quiet_period":         v.QuietPeriod,
 		"viewers.controller_interval":  v.ControllerInterval,

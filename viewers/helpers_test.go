@@ -53,6 +53,7 @@ func fastConfig() config.Viewers {
 	v.AbuseClaimIdle = 200 * time.Millisecond
 	v.DenylistRefresh = 100 * time.Millisecond
 	v.PrefixSyncInterval = 20 * time.Millisecond
+	v.HotelRefresh = 50 * time.Millisecond
 	return v
 }
 
@@ -76,6 +77,7 @@ type envOpts struct {
 	ring     *keyring.Ring
 	prefix   string
 	parts    []string // default: heartbeat, count, push
+	hotels   Hotels   // the hotel registry's source; nil: any well-formed id
 }
 
 func newEnv(t testing.TB, o envOpts) *env {
@@ -113,7 +115,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	t.Cleanup(func() { _ = h.Close() })
 	apiKey := "test-api-key"
 	d := Deps{Config: cfg, Keys: store.NewKeyspace(prefix), CookieKeys: func() (*keyring.Ring, error) { return ring, nil },
-		Metrics: reg, Log: log}
+		Hotels: o.hotels, Metrics: reg, Log: log}
 	if o.limitRdb != nil {
 		d.LimitRedis = func() (redis.UniversalClient, error) { return o.limitRdb, nil }
 	}
@@ -127,6 +129,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	ctx := context.Background()
 	if slices.ContainsFunc(parts, func(p string) bool { return p == "heartbeat" || p == "count" || p == "push" }) {
 		require.NoError(t, mod.StartTiers(ctx, host))
+		require.NoError(t, mod.StartHotels(ctx, host))
 	}
 	for _, p := range parts {
 		switch p {

@@ -17,6 +17,7 @@ const badHotel = "hotel id must be 1 to 64 letters, digits, '-', '_' or '.'"
 
 // heartbeat is POST /v1/viewers/{hotel}/heartbeat: 204 when counted (or
 // silently not counted, for a denylisted session), 400 for a bad hotel id,
+// 404 for a hotel that does not exist,
 // 413 for a body over heartbeat_body_limit, 429 over a rate limit, 503 when
 // the counting store is failing. The body is ignored.
 func (mod *Module) heartbeat(c echo.Context) error {
@@ -24,6 +25,11 @@ func (mod *Module) heartbeat(c echo.Context) error {
 	if !validHotel(hotel) {
 		mod.m.heartbeats.WithLabelValues("invalid").Inc()
 		return web.BadRequest(badHotel)
+	}
+	// From the in-process registry: no database round trip.
+	if err := mod.checkHotel(hotel); err != nil {
+		mod.m.heartbeats.WithLabelValues("unknown_hotel").Inc()
+		return err
 	}
 	req := c.Request()
 	if err := mod.drainBody(req); err != nil {
@@ -107,8 +113,8 @@ func rateLimited(wait time.Duration, format string, args ...any) error {
 // count is GET /v1/viewers/{hotel}/count.
 func (mod *Module) count(c echo.Context) error {
 	hotel := c.Param("hotel")
-	if !validHotel(hotel) {
-		return web.BadRequest(badHotel)
+	if err := mod.checkHotel(hotel); err != nil {
+		return err
 	}
 	res, err := mod.counter.get(hotel)
 	if err != nil {

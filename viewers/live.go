@@ -3,6 +3,8 @@ package viewers
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -31,8 +33,8 @@ func (s *sseMember) transport() string { return "sse" }
 // with the current count, then a count:updated event per change.
 func (mod *Module) stream(c echo.Context) error {
 	hotel := c.Param("hotel")
-	if !validHotel(hotel) {
-		return web.BadRequest(badHotel)
+	if err := mod.checkHotel(hotel); err != nil {
+		return err
 	}
 	mem := &sseMember{q: mod.feeds.hub.NewQueue(16), hotel: hotel}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
@@ -142,6 +144,21 @@ func (mod *Module) handleFrame(ctx context.Context, cl *wsClient, env web.Envelo
 		}
 	}
 	hotels := slices.Compact(slices.Sorted(slices.Values(p.Hotels)))
+	if env.Event == "count:subscribe" {
+		for _, h := range hotels {
+			if err := mod.checkHotel(h); err != nil {
+				code, msg := web.CodeUnavailable, err.Error()
+				var e *web.Error
+				if errors.As(err, &e) {
+					msg = e.Message
+					if e.Status == http.StatusNotFound {
+						code = e.Code
+					}
+				}
+				return &web.ProtocolError{Code: code, Message: env.Event + ": " + h + ": " + msg}
+			}
+		}
+	}
 	if env.Event == "count:unsubscribe" {
 		for _, h := range hotels {
 			cl.mu.Lock()

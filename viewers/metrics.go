@@ -35,6 +35,8 @@ type metrics struct {
 	leader       prometheus.Gauge
 	leaderSince  prometheus.Gauge
 	ratesMissing prometheus.Counter
+	knownHotels  prometheus.Gauge
+	unknownHotel prometheus.Counter
 
 	publishes     prometheus.Counter
 	pushes        *prometheus.CounterVec
@@ -107,6 +109,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "When this process last ran a controller step as leader."}),
 		ratesMissing: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "controller_rates_missing_total",
 			Help: "Controller steps skipped because no ingest process reported rates (stale data is worse than none)."}),
+		knownHotels: prometheus.NewGauge(prometheus.GaugeOpts{Name: ns + "hotels_known",
+			Help: "Hotels in this process's registry."}),
+		unknownHotel: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "unknown_hotel_requests_total",
+			Help: "Heartbeats, counts and subscriptions refused because the hotel does not exist."}),
 
 		publishes: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "count_publishes_total",
 			Help: "Count changes published to the hub."}),
@@ -140,7 +146,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.heartbeats, m.cookiesReplaced, m.limitFailOpen, m.limitErrors, m.prefixBlocks,
 		m.flushBatch, m.flushDuration, m.flushWrites, m.flushFailures, m.lost, m.pending, m.writeHealthy, m.redisCommands,
 		m.countDuration, m.countCache, m.staleServes, m.countErrors, m.breakerState,
-		m.tierChanges, m.hotHotels, m.leader, m.leaderSince, m.ratesMissing,
+		m.tierChanges, m.hotHotels, m.leader, m.leaderSince, m.ratesMissing, m.knownHotels, m.unknownHotel,
 		m.publishes, m.pushes, m.pushThrottled, m.feeds,
 		m.streamRecords, m.streamLag, m.deadLetters, m.verdicts, m.denylistSize, m.scannerParts, m.reclaimed,
 		m.peerMerges, m.bundlesServed,

@@ -44,8 +44,12 @@ type Deps struct {
 	// LimitRedis opens the Redis of the global prefix buckets when it is
 	// not the main one (viewers.ratelimit_redis_url); nil means the main.
 	LimitRedis func() (redis.UniversalClient, error)
-	Metrics    prometheus.Registerer
-	Log        *slog.Logger
+	// Hotels lists the hotels that exist (booking, through the app). Nil
+	// means viewers runs without a hotel registry and counts any
+	// well-formed hotel id, as a standalone viewers deployment would.
+	Hotels  Hotels
+	Metrics prometheus.Registerer
+	Log     *slog.Logger
 }
 
 // Module is one process's viewers module. Its parts start one at a time
@@ -55,8 +59,14 @@ type Module struct {
 	keys       keys
 	cookieKeys func() (*keyring.Ring, error)
 	limitRedis func() (redis.UniversalClient, error)
+	hotelSrc   Hotels
 	m          *metrics
 	log        *slog.Logger
+
+	// Set by the hotels part; nil: every well-formed id is a hotel.
+	hotels *registry
+	// tiersLoop: the tier refresh loop runs in this process.
+	tiersLoop bool
 
 	// Set by the first part to start.
 	rdb     redis.UniversalClient
@@ -85,7 +95,7 @@ func New(d Deps) (*Module, error) {
 		return nil, err
 	}
 	return &Module{cfg: d.Config, keys: keys{ks: d.Keys}, cookieKeys: d.CookieKeys, limitRedis: d.LimitRedis,
-		m: m, log: d.Log}, nil
+		hotelSrc: d.Hotels, m: m, log: d.Log}, nil
 }
 
 // open builds what every part shares over the first part's stores.
@@ -103,11 +113,21 @@ func (mod *Module) open(ctx context.Context, h module.Host) error {
 	}
 	cfg := mod.cfg
 	mod.rdb, mod.db = rdb, db
-	mod.tiers = newTierCache(db, cfg.TierCacheTTL, mod.m, mod.log)
 	mod.writer = newWriter(rdb, mod.keys, writerConfig{
 		Bucket: cfg.Bucket, Flush: cfg.FlushWindow, HotFlush: cfg.HotFlushWindow, Timeout: cfg.FlushTimeout,
 		Probe: cfg.ProbeInterval, MaxPending: cfg.MaxPending,
 	}, mod.m, mod.log)
+	if mod.counter == nil {
+		mod.openCounter(rdb, db)
+	}
+	return nil
+}
+
+// openCounter builds the count read path: the tier cache (read through
+// db, which may be the read-only login) and the counter.
+func (mod *Module) openCounter(rdb redis.UniversalClient, db *pgxpool.Pool) {
+	cfg := mod.cfg
+	mod.tiers = newTierCache(db, cfg.TierCacheTTL, mod.m, mod.log)
 	mod.counter = newCounter(rdb, mod.keys, mod.tiers, counterConfig{
 		Bucket: cfg.Bucket, CacheTTL: cfg.CountCacheTTL, Timeout: cfg.CountTimeout, EarlyRefreshBeta: cfg.EarlyRefreshBeta,
 		BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown, CacheEntries: cfg.CountCacheEntries,
@@ -115,7 +135,6 @@ func (mod *Module) open(ctx context.Context, h module.Host) error {
 	if len(cfg.Peers) > 0 {
 		mod.counter.peers = newPeerSet(cfg.Peers, cfg.PeerAPIKey, cfg.PeerTimeout, cfg.PeerRefresh, cfg.PeerMaxAge, mod.m, mod.log)
 	}
-	return nil
 }
 
 // StartTiers loads the tier table before the parts that read it serve, so
@@ -124,13 +143,73 @@ func (mod *Module) StartTiers(ctx context.Context, h module.Host) error {
 	if err := mod.open(ctx, h); err != nil {
 		return err
 	}
+	mod.runTiers(ctx, h)
+	return nil
+}
+
+// runTiers loads the tier table once and keeps it fresh, once per process.
+func (mod *Module) runTiers(ctx context.Context, h module.Host) {
+	if mod.tiersLoop {
+		return
+	}
+	mod.tiersLoop = true
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := mod.tiers.refresh(lctx); err != nil {
 		mod.log.Warn("viewers: first tier load failed; retrying in the background", "err", err)
 	}
 	h.Go("viewers.tiers", mod.tiers.run)
+}
+
+// StartHotels loads the registry of hotels before the parts that check it
+// serve, and keeps it fresh (ingest and count roles). Without a Hotels
+// port it does nothing: every well-formed id is then a hotel.
+func (mod *Module) StartHotels(ctx context.Context, h module.Host) error {
+	if mod.hotelSrc == nil || mod.hotels != nil {
+		return nil
+	}
+	mod.hotels = newRegistry(mod.hotelSrc, mod.cfg.HotelRefresh, mod.m, mod.log)
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := mod.hotels.refresh(lctx); err != nil {
+		// Until a load succeeds heartbeats and counts answer 503, never a
+		// wrong 404.
+		mod.log.Warn("viewers: first hotel registry load failed; retrying in the background", "err", err)
+	}
+	h.Go("viewers.hotels", mod.hotels.run)
 	return nil
+}
+
+// StartReader opens the count read path for other modules (Count), over
+// the read-only login: booking's hotel search on the browse plane. In a
+// process that also counts, it shares that part's counter.
+func (mod *Module) StartReader(ctx context.Context, h module.Host) error {
+	if mod.counter != nil {
+		return nil
+	}
+	rdb, err := h.Redis(ctx)
+	if err != nil {
+		return err
+	}
+	ro, err := h.Postgres(ctx, store.PoolReadOnly)
+	if err != nil {
+		return err
+	}
+	mod.openCounter(rdb, ro)
+	mod.runTiers(ctx, h)
+	return nil
+}
+
+// checkHotel refuses ids that are not hotels: 400 when malformed, 404 when
+// no such hotel exists (503 while the registry has not loaded once).
+func (mod *Module) checkHotel(hotel string) error {
+	if !validHotel(hotel) {
+		return web.BadRequest(badHotel)
+	}
+	if mod.hotels == nil {
+		return nil
+	}
+	return mod.hotels.check(hotel)
 }
 
 // StartHeartbeat mounts the write path (ingest role).

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 
+	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/loadgen"
 	"github.com/presenced/presenced/viewers"
 )
@@ -42,6 +43,7 @@ type Scenario struct {
 	perPrefix  int
 	redisURL   string
 	checkTop   int
+	secrets    loadgen.Secrets
 	hotelNames []string
 }
 
@@ -65,6 +67,7 @@ func (l *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&l.perPrefix, "per-prefix", 16, "viewers sharing one synthetic /24")
 	fs.StringVar(&l.redisURL, "redis-url", "", "the server's Redis, to read INFO commandstats (optional)")
 	fs.IntVar(&l.checkTop, "check-hotels", 20, "busiest hotels whose count is checked against the truth")
+	l.secrets.AddFlags(fs)
 }
 
 type simViewer struct {
@@ -98,6 +101,9 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 			// header: each run of per-prefix viewers shares one /24.
 			ip: fmt.Sprintf("100.%d.%d.%d", 64+p/256%64, p%256, 1+i%max(1, l.perPrefix)%254),
 		}
+	}
+	if err := l.registerHotels(ctx, r, base); err != nil {
+		return err
 	}
 	if r.Options.Rate == 0 && l.interval > 0 {
 		r.Options.Rate = float64(l.viewers) / l.interval.Seconds()
@@ -349,4 +355,61 @@ func (l *Scenario) redisCalls(ctx context.Context) int64 {
 		}
 	}
 	return total
+}
+
+// registerHotels creates the run's hotels through the admin API (viewers
+// counts only hotels that exist), one room type and one night each, and
+// waits until the server's hotel registry knows the last one.
+func (l *Scenario) registerHotels(ctx context.Context, r *loadgen.Runner, base string) error {
+	if err := l.secrets.Resolve(); err != nil {
+		return err
+	}
+	start := time.Now()
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, len(l.hotelNames))
+	var wg sync.WaitGroup
+	for _, id := range l.hotelNames {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(id string) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			spec := fmt.Sprintf(`{"id":%q,"city":"loadgen-viewers","timezone":"UTC","currency":"EUR","openNights":1,`+
+				`"roomTypes":[{"id":"room","capacity":2,"rooms":1,"basePrice":1}]}`, id)
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/admin/hotels", strings.NewReader(spec))
+			if err != nil {
+				errs <- err
+				return
+			}
+			req.Header.Set(auth.APIKeyHeader, l.secrets.APIKey)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := r.Client.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
+				errs <- fmt.Errorf("create hotel %s: %d", id, resp.StatusCode)
+			}
+		}(id)
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	last := l.hotelNames[len(l.hotelNames)-1]
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, err := l.getCount(ctx, r.Client, base, last); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("hotel %s not known to the count plane after 30s: is a booking plane running?", last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.AddFigure("hotels", "%d registered in %s", len(l.hotelNames), time.Since(start).Round(time.Millisecond))
+	return nil
 }

@@ -1,0 +1,383 @@
+package booking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	_ "time/tzdata" // hotel time zones resolve even on hosts without a zoneinfo database
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Limits of one hotel.
+const (
+	maxRoomTypes      = 50
+	maxOpenNights     = 730
+	defaultOpenNights = 365
+	maxRoomCapacity   = 20
+	maxRoomsPerType   = 10_000
+	maxPrice          = 1_000_000_000_000
+)
+
+var (
+	cityPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
+	roomTypePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
+)
+
+// dateLayout is how nights are written on the wire: the hotel's local date.
+const dateLayout = "2006-01-02"
+
+// parseDate reads a YYYY-MM-DD date strictly (no time, no offset, no
+// single-digit fields) as midnight UTC, the way PostgreSQL's date is read.
+func parseDate(s string) (time.Time, bool) {
+	if len(s) != len(dateLayout) {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(dateLayout, s)
+	if err != nil || t.Format(dateLayout) != s {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// localToday is the date it is now at the hotel, as midnight UTC.
+func localToday(now time.Time, loc *time.Location) time.Time {
+	y, m, d := now.In(loc).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+// nightsBetween is the number of nights from check-in to check-out.
+func nightsBetween(in, out time.Time) int { return int(out.Sub(in).Hours() / 24) }
+
+// validText tells whether s is 1 to max characters of valid UTF-8 without
+// control characters: a name shown to people.
+func validText(s string, max int) bool {
+	if s == "" || !utf8.ValidString(s) || utf8.RuneCountInString(s) > max || strings.TrimSpace(s) != s {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// HotelSpec describes a hotel to create: where it is, its room types, and
+// how many nights of inventory to open from today (its local date).
+type HotelSpec struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	City     string `json:"city"`
+	Timezone string `json:"timezone"`
+	Currency string `json:"currency"`
+	// HoldMinutes a stay is held before it expires (default 10).
+	HoldMinutes int `json:"holdMinutes"`
+	// WaitingRoom: holds need a pass of the waiting room named like the
+	// hotel (a flash deal).
+	WaitingRoom bool           `json:"waitingRoom"`
+	OpenNights  int            `json:"openNights"`
+	RoomTypes   []RoomTypeSpec `json:"roomTypes"`
+	// Rates override the base price on some nights.
+	Rates []RateSpec `json:"rates,omitempty"`
+}
+
+// RoomTypeSpec is a kind of room: how many guests it sleeps, how many
+// rooms of it there are, and its base price per night (minor units).
+type RoomTypeSpec struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Capacity  int    `json:"capacity"`
+	Rooms     int    `json:"rooms"`
+	BasePrice int64  `json:"basePrice"`
+}
+
+// RateSpec is a calendar price: the price per room of every night from
+// From up to To (exclusive) of one room type.
+type RateSpec struct {
+	RoomType string `json:"roomType"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Price    int64  `json:"price"`
+}
+
+// Validate checks a spec, filling defaults (name, hold minutes, open
+// nights, room type names) and normalising city and currency.
+func (s *HotelSpec) Validate() error {
+	var errs []string
+	if !validEventID(s.ID) {
+		errs = append(errs, "id: 1-64 letters, digits, '.', '_' or '-'")
+	}
+	if s.Name == "" {
+		s.Name = s.ID
+	}
+	if !validText(s.Name, 200) {
+		errs = append(errs, "name: 1-200 printable characters")
+	}
+	s.City = strings.ToLower(s.City)
+	if !cityPattern.MatchString(s.City) {
+		errs = append(errs, "city: 1-64 lowercase letters, digits or '-' (a slug such as lisbon)")
+	}
+	if s.Timezone == "" || s.Timezone == "Local" || len(s.Timezone) > 64 {
+		errs = append(errs, "timezone: an IANA time zone such as Europe/Lisbon")
+	} else if _, err := time.LoadLocation(s.Timezone); err != nil {
+		errs = append(errs, "timezone: an IANA time zone such as Europe/Lisbon")
+	}
+	s.Currency = strings.ToUpper(s.Currency)
+	if len(s.Currency) != 3 || strings.Trim(s.Currency, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+		errs = append(errs, "currency: an ISO 4217 code such as EUR")
+	}
+	if s.HoldMinutes == 0 {
+		s.HoldMinutes = 10
+	}
+	if s.HoldMinutes < 1 || s.HoldMinutes > 60 {
+		errs = append(errs, "holdMinutes: 1 to 60")
+	}
+	if s.OpenNights == 0 {
+		s.OpenNights = defaultOpenNights
+	}
+	if s.OpenNights < 1 || s.OpenNights > maxOpenNights {
+		errs = append(errs, fmt.Sprintf("openNights: 1 to %d", maxOpenNights))
+	}
+	if len(s.RoomTypes) == 0 || len(s.RoomTypes) > maxRoomTypes {
+		errs = append(errs, fmt.Sprintf("1 to %d room types", maxRoomTypes))
+	}
+	seen := map[string]bool{}
+	for i := range s.RoomTypes {
+		rt := &s.RoomTypes[i]
+		if !roomTypePattern.MatchString(rt.ID) || seen[rt.ID] {
+			errs = append(errs, fmt.Sprintf("room type %q: ids are 1-32 letters, digits, '_' or '-', unique", rt.ID))
+		}
+		seen[rt.ID] = true
+		if rt.Name == "" {
+			rt.Name = rt.ID
+		}
+		if !validText(rt.Name, 100) {
+			errs = append(errs, fmt.Sprintf("room type %s: name of 1-100 printable characters", rt.ID))
+		}
+		if rt.Capacity < 1 || rt.Capacity > maxRoomCapacity {
+			errs = append(errs, fmt.Sprintf("room type %s: capacity 1 to %d guests", rt.ID, maxRoomCapacity))
+		}
+		if rt.Rooms < 1 || rt.Rooms > maxRoomsPerType {
+			errs = append(errs, fmt.Sprintf("room type %s: 1 to %d rooms", rt.ID, maxRoomsPerType))
+		}
+		if rt.BasePrice < 0 || rt.BasePrice > maxPrice {
+			errs = append(errs, fmt.Sprintf("room type %s: basePrice out of range", rt.ID))
+		}
+	}
+	for _, r := range s.Rates {
+		if err := r.validate(seen); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid hotel: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func (r RateSpec) validate(roomTypes map[string]bool) error {
+	from, ok1 := parseDate(r.From)
+	to, ok2 := parseDate(r.To)
+	switch {
+	case !roomTypes[r.RoomType]:
+		return fmt.Errorf("rate: unknown room type %q", r.RoomType)
+	case !ok1 || !ok2 || !to.After(from):
+		return fmt.Errorf("rate of %s: from and to are dates (YYYY-MM-DD), from before to", r.RoomType)
+	case nightsBetween(from, to) > maxOpenNights:
+		return fmt.Errorf("rate of %s: at most %d nights", r.RoomType, maxOpenNights)
+	case r.Price < 0 || r.Price > maxPrice:
+		return fmt.Errorf("rate of %s: price out of range", r.RoomType)
+	}
+	return nil
+}
+
+// ParseRoomTypes reads "std:30x2@9000,suite:5x4@25000": room type id,
+// rooms × guests per room, base price per night in minor units.
+func ParseRoomTypes(s string) ([]RoomTypeSpec, error) {
+	var out []RoomTypeSpec
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, rest, ok := strings.Cut(part, ":")
+		dims, price, ok2 := strings.Cut(rest, "@")
+		rooms, capacity, ok3 := strings.Cut(dims, "x")
+		r, err1 := strconv.Atoi(rooms)
+		c, err2 := strconv.Atoi(capacity)
+		p, err3 := strconv.ParseInt(price, 10, 64)
+		if !ok || !ok2 || !ok3 || err1 != nil || err2 != nil || err3 != nil {
+			return nil, fmt.Errorf("room type %q: want ID:ROOMSxGUESTS@PRICE, e.g. std:30x2@9000", part)
+		}
+		out = append(out, RoomTypeSpec{ID: id, Rooms: r, Capacity: c, BasePrice: p})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no room types")
+	}
+	return out, nil
+}
+
+// Errors of hotel administration.
+var (
+	ErrHotelExists = errors.New("hotel already exists")
+	errNoHotel     = errors.New("no such hotel")
+)
+
+// HotelSummary is what creating a hotel answers.
+type HotelSummary struct {
+	ID        string `json:"id"`
+	City      string `json:"city"`
+	RoomTypes int    `json:"roomTypes"`
+	Rooms     int    `json:"rooms"`
+	// FirstNight and LastNight bound the inventory opened.
+	FirstNight string `json:"firstNight"`
+	LastNight  string `json:"lastNight"`
+}
+
+// CreateHotel writes the hotel, its room types and one inventory row per
+// room type and night for OpenNights nights from the hotel's today, then
+// its calendar rates, in one transaction.
+func CreateHotel(ctx context.Context, pool *pgxpool.Pool, spec HotelSpec) (HotelSummary, error) {
+	if err := spec.Validate(); err != nil {
+		return HotelSummary{}, err
+	}
+	loc, _ := time.LoadLocation(spec.Timezone) // checked by Validate
+	first := localToday(time.Now(), loc)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return HotelSummary{}, fmt.Errorf("create hotel: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `
+INSERT INTO hotels (id, name, city, timezone, currency, hold_minutes, waiting_room) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		spec.ID, spec.Name, spec.City, spec.Timezone, spec.Currency, spec.HoldMinutes, spec.WaitingRoom)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return HotelSummary{}, ErrHotelExists
+	}
+	if err != nil {
+		return HotelSummary{}, fmt.Errorf("create hotel: %w", err)
+	}
+	var nights [][]any
+	rooms := 0
+	for pos, rt := range spec.RoomTypes {
+		if _, err := tx.Exec(ctx, `
+INSERT INTO room_types (hotel_id, id, name, position, capacity, base_price, rooms) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			spec.ID, rt.ID, rt.Name, pos, rt.Capacity, rt.BasePrice, rt.Rooms); err != nil {
+			return HotelSummary{}, fmt.Errorf("create room type %s: %w", rt.ID, err)
+		}
+		rooms += rt.Rooms
+		for n := 0; n < spec.OpenNights; n++ {
+			nights = append(nights, []any{spec.ID, rt.ID, first.AddDate(0, 0, n), rt.Rooms})
+		}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"room_nights"}, []string{"hotel_id", "room_type_id", "night", "total"},
+		pgx.CopyFromRows(nights)); err != nil {
+		return HotelSummary{}, fmt.Errorf("open room nights: %w", err)
+	}
+	if _, err := applyRates(ctx, tx, spec.ID, spec.City, spec.Rates); err != nil {
+		return HotelSummary{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return HotelSummary{}, fmt.Errorf("create hotel: %w", err)
+	}
+	return HotelSummary{ID: spec.ID, City: spec.City, RoomTypes: len(spec.RoomTypes), Rooms: rooms,
+		FirstNight: first.Format(dateLayout), LastNight: first.AddDate(0, 0, spec.OpenNights-1).Format(dateLayout)}, nil
+}
+
+// SetRates sets calendar prices of an existing hotel; nights outside the
+// opened inventory are left alone. It answers how many nights changed.
+func SetRates(ctx context.Context, pool *pgxpool.Pool, hotel string, rates []RateSpec) (int64, error) {
+	if len(rates) == 0 || len(rates) > 1000 {
+		return 0, errors.New("invalid rates: 1 to 1000 rates")
+	}
+	var changed int64
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var city string
+		rows, err := tx.Query(ctx, `SELECT h.city, rt.id FROM hotels h JOIN room_types rt ON rt.hotel_id = h.id WHERE h.id = $1`, hotel)
+		if err != nil {
+			return fmt.Errorf("read hotel: %w", err)
+		}
+		types := map[string]bool{}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&city, &id); err != nil {
+				rows.Close()
+				return fmt.Errorf("read hotel: %w", err)
+			}
+			types[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read hotel: %w", err)
+		}
+		if len(types) == 0 {
+			return errNoHotel
+		}
+		for _, r := range rates {
+			if err := r.validate(types); err != nil {
+				return fmt.Errorf("invalid rates: %w", err)
+			}
+		}
+		changed, err = applyRates(ctx, tx, hotel, city, rates)
+		return err
+	})
+	return changed, err
+}
+
+// applyRates writes calendar prices, one room type's nights in date order
+// (the inventory lock order), with an inventory event per rate so cached
+// searches drop the old prices.
+func applyRates(ctx context.Context, tx pgx.Tx, hotel, city string, rates []RateSpec) (int64, error) {
+	var changed int64
+	for _, r := range rates {
+		tag, err := tx.Exec(ctx, `
+WITH locked AS (
+	SELECT night FROM room_nights WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3 AND night < $4
+	ORDER BY night FOR NO KEY UPDATE)
+UPDATE room_nights rn SET price = $5 FROM locked
+WHERE rn.hotel_id = $1 AND rn.room_type_id = $2 AND rn.night = locked.night`,
+			hotel, r.RoomType, r.From, r.To, r.Price)
+		if err != nil {
+			return 0, fmt.Errorf("set rate of %s: %w", r.RoomType, err)
+		}
+		changed += tag.RowsAffected()
+		if err := queueStayChange(ctx, tx, StayInventoryChanged{Hotel: hotel, City: city, RoomType: r.RoomType, From: r.From, To: r.To}); err != nil {
+			return 0, err
+		}
+	}
+	return changed, nil
+}
+
+// hotelsSince lists hotels registered after cursor, in registration order.
+func hotelsSince(ctx context.Context, db *pgxpool.Pool, cursor int64, limit int) ([]string, int64, error) {
+	rows, err := db.Query(ctx, `SELECT seq, id FROM hotels WHERE seq > $1 ORDER BY seq LIMIT $2`, cursor, limit)
+	if err != nil {
+		return nil, cursor, fmt.Errorf("list hotels: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	next := cursor
+	for rows.Next() {
+		var seq int64
+		var id string
+		if err := rows.Scan(&seq, &id); err != nil {
+			return nil, cursor, fmt.Errorf("list hotels: %w", err)
+		}
+		ids = append(ids, id)
+		next = seq
+	}
+	if err := rows.Err(); err != nil {
+		return nil, cursor, fmt.Errorf("list hotels: %w", err)
+	}
+	return ids, next, nil
+}
