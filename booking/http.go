@@ -21,6 +21,9 @@ func (h *holdsPlane) Routes(g *echo.Group, users, admin echo.MiddlewareFunc) {
 	g.GET("/v1/reservations/:id", h.getReservation, users)
 	g.DELETE("/v1/reservations/:id", h.cancelReservation, users)
 	g.POST("/v1/admin/events", h.postEvent, admin)
+	g.GET("/v1/admin/events", h.listEvents, admin)
+	g.GET("/v1/admin/events/:event", h.getEvent, admin)
+	g.DELETE("/v1/admin/events/:event", h.deleteEvent, admin)
 	g.POST("/v1/admin/events/:event/promotions", h.postPromotion, admin)
 }
 

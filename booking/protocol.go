@@ -163,3 +163,58 @@ type RoomTypeOffer struct {
 	// Total is the price of the stay for the requested rooms.
 	Total int64 `json:"total"`
 }
+
+// Sale states of an event, as the admin reads show them.
+const (
+	// SaleScheduled: the sale has not opened yet.
+	SaleScheduled = "scheduled"
+	// SaleOnSale: open, with seats available.
+	SaleOnSale = "on_sale"
+	// SaleSoldOut: open, but no seat is available (some may come back when
+	// holds expire).
+	SaleSoldOut = "sold_out"
+	// SaleClosed: past saleClosesAt.
+	SaleClosed = "closed"
+	// SaleEnded: the event has started.
+	SaleEnded = "ended"
+)
+
+// EventView is an event as the admin API shows it: its settings, where its
+// sale stands, and its seat and reservation counts.
+type EventView struct {
+	ID           string            `json:"id"`
+	Name         string            `json:"name"`
+	Currency     string            `json:"currency"`
+	StartsAt     time.Time         `json:"startsAt"`
+	SaleOpensAt  time.Time         `json:"saleOpensAt"`
+	SaleClosesAt *time.Time        `json:"saleClosesAt"`
+	HoldMinutes  int               `json:"holdMinutes"`
+	CreatedAt    time.Time         `json:"createdAt"`
+	Sale         string            `json:"sale"`
+	Seats        SeatCounts        `json:"seats"`
+	Reservations ReservationCounts `json:"reservations"`
+}
+
+// SeatCounts are an event's seats by state.
+type SeatCounts struct {
+	Total     int64 `json:"total"`
+	Available int64 `json:"available"`
+	Held      int64 `json:"held"`
+	Sold      int64 `json:"sold"`
+	Blocked   int64 `json:"blocked"`
+}
+
+// ReservationCounts are an event's reservations by status.
+type ReservationCounts struct {
+	Pending   int64 `json:"pending"`
+	Paid      int64 `json:"paid"`
+	Expired   int64 `json:"expired"`
+	Cancelled int64 `json:"cancelled"`
+}
+
+// EventList answers GET /v1/admin/events: events in id order; Next, when
+// set, is the cursor (?after=) of the next page.
+type EventList struct {
+	Events []EventView `json:"events"`
+	Next   string      `json:"next,omitempty"`
+}

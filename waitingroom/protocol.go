@@ -64,3 +64,10 @@ type AdmittedAnswer struct {
 	Pass      string    `json:"pass"`
 	ExpiresAt time.Time `json:"expiresAt"`
 }
+
+// RoomList answers GET /v1/admin/waitingrooms: rooms in event order; Next,
+// when set, is the cursor (?after=) of the next page.
+type RoomList struct {
+	Rooms []RoomView `json:"rooms"`
+	Next  string     `json:"next,omitempty"`
+}
