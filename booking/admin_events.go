@@ -26,7 +26,7 @@ const (
 )
 
 // eventViewQuery reads events with their seat and reservation counts, in id
-// order after a cursor ($1, ” for the first page), at most $2 of them, or
+// order after a cursor ($1, empty for the first page), at most $2 of them, or
 // only the event $3 when it is not empty.
 const eventViewQuery = `
 SELECT e.id, e.name, e.currency, e.starts_at, e.sale_opens_at, e.sale_closes_at, e.hold_minutes, e.created_at,
