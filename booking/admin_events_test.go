@@ -14,6 +14,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/internal/spectest"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/web"
 )
@@ -23,6 +24,7 @@ func adminServer(t *testing.T, b *bundle) func(method, path string) (int, []byte
 	t.Helper()
 	srv, err := web.NewServer(config.Default(), prometheus.NewRegistry(), testenv.Logger())
 	require.NoError(t, err)
+	spectest.Validate(t, srv.Echo)
 	v, err := auth.NewVerifier(context.Background(), config.Auth{JWTSecret: testSecret})
 	require.NoError(t, err)
 	b.holds.Routes(srv.Echo.Group(""), v.Middleware(), auth.RequireAPIKey("admin-key"))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/internal/spectest"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/web"
 )
@@ -28,6 +29,7 @@ func TestHoldOverHTTP(t *testing.T) {
 	cfg.HTTP.BodyLimitBytes = 4096
 	srv, err := web.NewServer(cfg, prometheus.NewRegistry(), testenv.Logger())
 	require.NoError(t, err)
+	spectest.Validate(t, srv.Echo)
 	v, err := auth.NewVerifier(context.Background(), config.Auth{JWTSecret: testSecret})
 	require.NoError(t, err)
 	b.holds.Routes(srv.Echo.Group(""), v.Middleware(), auth.RequireAPIKey("admin-key"))

@@ -22,6 +22,7 @@ import (
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/outbox"
+	"github.com/presenced/presenced/internal/spectest"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/web"
 )
@@ -51,6 +52,7 @@ func setupBrowse(t *testing.T, rdb redis.UniversalClient) *browse {
 	cfg := config.Default()
 	srv, err := web.NewServer(cfg, reg, testenv.Logger())
 	require.NoError(t, err)
+	spectest.Validate(t, srv.Echo)
 	sm.RoutesSeats(srv.Echo.Group(""))
 	sm.RoutesLive(srv.Echo.Group(""), h, srv.Sockets)
 	ts := httptest.NewServer(srv.Echo)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/outbox"
+	"github.com/presenced/presenced/internal/spectest"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/web"
 )
@@ -57,6 +58,7 @@ func setupSearch(t *testing.T, rdb redis.UniversalClient) *searchBundle {
 	require.NoError(t, err)
 	srv, err := web.NewServer(config.Default(), prometheus.NewRegistry(), testenv.Logger())
 	require.NoError(t, err)
+	spectest.Validate(t, srv.Echo)
 	s.Routes(srv.Echo.Group(""))
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)

@@ -19,6 +19,7 @@ import (
 	"github.com/presenced/presenced/app"
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/internal/spectest"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/web"
 )
@@ -82,6 +83,7 @@ func startServer(t testing.TB, cfg config.Config) *server {
 	a, err := app.New(cfg, testenv.Logger())
 	require.NoError(t, err)
 	require.NoError(t, a.Start(context.Background()))
+	spectest.Validate(t, a.Server.Echo)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -89,11 +89,15 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 	}))
 	e.Use(middleware.BodyLimit(strconv.FormatInt(cfg.HTTP.BodyLimitBytes, 10)))
 
-	e.GET("/healthz", func(c echo.Context) error {
+	// Public GETs answer HEAD too (net/http drops the body), for probes
+	// and caches that only look at the status and headers.
+	get := []string{http.MethodGet, http.MethodHead}
+	e.Match(get, "/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
-	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	e.Match(get, "/readyz", s.readyz)
+	e.Match(get, "/openapi.json", serveOpenAPI)
+	e.Match(get, "/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	if cfg.HTTP.Pprof {
 		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))
 	}

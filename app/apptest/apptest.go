@@ -14,6 +14,7 @@ import (
 
 	"github.com/presenced/presenced/app"
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/spectest"
 	"github.com/presenced/presenced/internal/testenv"
 )
 
@@ -51,6 +52,7 @@ func Start(t testing.TB, cfg config.Config) *Server {
 	a, err := app.New(cfg, testenv.Logger())
 	require.NoError(t, err)
 	require.NoError(t, a.Start(context.Background()))
+	spectest.Validate(t, a.Server.Echo)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx, ln) }()

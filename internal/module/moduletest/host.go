@@ -15,6 +15,7 @@ import (
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/module"
+	"github.com/presenced/presenced/internal/spectest"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web"
 )
@@ -47,8 +48,12 @@ var _ module.Host = (*Host)(nil)
 
 // New returns a host serving routes on srv (nil for parts that mount
 // nothing). Loops start at once and stop when the test ends; a loop's error
-// fails the test.
+// fails the test. Every response and socket frame of srv in a test (not a
+// benchmark) is checked against docs/openapi.yaml and docs/asyncapi.yaml.
 func New(t testing.TB, srv *web.Server, s Stores) *Host {
+	if _, bench := t.(*testing.B); srv != nil && !bench {
+		spectest.Validate(t, srv.Echo)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Host{srv: srv, stores: s, ctx: ctx, cancel: cancel}
 	t.Cleanup(func() {
