@@ -17,7 +17,7 @@ const seatOrder = "section,row,number"
 // RoutesSeats mounts GET /v1/events/:event/seats. Seat maps are public:
 // they show availability, never who holds what.
 func (s *seatMap) RoutesSeats(g *echo.Group) {
-	g.GET("/v1/events/:event/seats", s.getSeats)
+	g.Match([]string{http.MethodGet, http.MethodHead}, "/v1/events/:event/seats", s.getSeats)
 }
 
 func (s *seatMap) getSeats(c echo.Context) error {

@@ -87,7 +87,7 @@ func newSearch(d searchDeps) (*search, error) {
 // Routes mounts the search. It is public: it shows availability and
 // prices, never who holds what.
 func (s *search) Routes(g *echo.Group) {
-	g.GET("/v1/hotels", s.get)
+	g.Match([]string{http.MethodGet, http.MethodHead}, "/v1/hotels", s.get)
 }
 
 // searchQuery is a validated GET /v1/hotels.

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -122,7 +123,7 @@ func (m *Module) StartAdmit(ctx context.Context, h module.Host) error {
 	m.sockets = h.Sockets()
 	hd := &handlers{m: m}
 	g := h.Routes()
-	g.GET("/v1/waitingroom/keys", hd.keys)
+	g.Match([]string{http.MethodGet, http.MethodHead}, "/v1/waitingroom/keys", hd.keys)
 	user := g.Group("/v1/waitingroom/:event", hd.requireEvent, users.Middleware())
 	user.POST("/join", hd.join)
 	user.GET("/status", hd.status)
