@@ -41,6 +41,8 @@ type App struct {
 	Metrics *prometheus.Registry
 	Server  *web.Server
 	Keys    store.Keyspace
+	// AdminAddr is the address http.admin_listen bound, once started.
+	AdminAddr string
 
 	roles   []string
 	parts   []string
@@ -103,7 +105,7 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	srv, err := web.NewServer(cfg, reg, log)
 	if err != nil {
 		return nil, err
@@ -183,6 +185,11 @@ func (a *App) Start(ctx context.Context) error {
 		}
 		a.started = append(a.started, name)
 	}
+	addr, err := a.Server.ListenAdmin()
+	if err != nil {
+		return err
+	}
+	a.AdminAddr = addr
 	if len(a.devMode) > 0 {
 		a.Log.Warn("SINGLE-NODE DEVELOPMENT MODE: not for production", "embedded", a.devMode)
 	}
@@ -206,9 +213,17 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 			}
 		}(l)
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- a.Server.Serve(ln) }()
 	a.Log.Info("listening", "addr", ln.Addr().String())
+	if a.AdminAddr != "" {
+		go func() {
+			if err := a.Server.ServeAdmin(); err != nil {
+				serveErr <- fmt.Errorf("admin listener: %w", err)
+			}
+		}()
+		a.Log.Info("admin listener: /metrics and pprof are served here only", "addr", a.AdminAddr)
+	}
 
 	var runErr error
 	select {

@@ -1,6 +1,10 @@
 package booking
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/presenced/presenced/internal/promlabels"
+)
 
 // metrics are booking's Prometheus collectors, shared by its parts.
 type metrics struct {
@@ -17,6 +21,10 @@ type metrics struct {
 }
 
 // newMetrics registers booking's metrics on reg.
+// holdCodes are the statuses a hold answers, the label values of the hold
+// outcome counters.
+var holdCodes = []string{"201", "400", "401", "403", "404", "409", "413", "422", "429", "500", "503"}
+
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	fast := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
 	m := &metrics{
@@ -63,5 +71,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
+	// Every series alerts may use exists from the start, at zero.
+	counters := func(v *prometheus.CounterVec) func(...string) { return func(lv ...string) { v.WithLabelValues(lv...) } }
+	promlabels.Init(counters(m.holdOutcomes), holdCodes)
+	promlabels.Init(counters(m.reclaimed), []string{"inline", "expired", "cancelled"})
+	promlabels.Init(counters(m.cache), []string{"hit", "filled", "waited", "direct"})
 	return m, nil
 }

@@ -155,6 +155,7 @@ func (m *Module) StartLive(ctx context.Context, h module.Host) error {
 	if err != nil {
 		return err
 	}
+	h.Sockets().Declare("seatmap")
 	sm.RoutesLive(h.Routes(), hb, h.Sockets())
 	return nil
 }

@@ -1,6 +1,10 @@
 package booking
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/presenced/presenced/internal/promlabels"
+)
 
 // stayMetrics are the stays' own signals; reservations ended, replays and
 // lease failures count with the seats' (metrics.go). No hotel ids as labels.
@@ -38,5 +42,7 @@ func newStayMetrics(reg prometheus.Registerer) (*stayMetrics, error) {
 			return nil, err
 		}
 	}
+	promlabels.Init(func(lv ...string) { m.holdOutcomes.WithLabelValues(lv...) }, holdCodes)
+	promlabels.Init(func(lv ...string) { m.searchCache.WithLabelValues(lv...) }, []string{"hit", "filled", "direct"})
 	return m, nil
 }

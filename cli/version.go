@@ -3,9 +3,11 @@ package cli
 import (
 	"fmt"
 	"runtime"
-	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/presenced/presenced/internal/buildinfo"
 )
 
 // Version and Commit are stamped at build time, as the Dockerfile does:
@@ -19,29 +21,21 @@ var (
 	Commit  = ""
 )
 
+func init() { buildinfo.Stamp(Version, Commit) }
+
 // VersionString is what `presenced version` and `presenced --version` print.
 func VersionString() string {
-	commit, dirty := Commit, false
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			switch {
-			case s.Key == "vcs.revision" && commit == "":
-				commit = s.Value
-			case s.Key == "vcs.modified" && s.Value == "true":
-				dirty = true
-			}
+	bi := buildinfo.Get()
+	commit := bi.Commit
+	if commit == "unknown" {
+		commit = "unknown commit"
+	} else if base, dirty := strings.CutSuffix(commit, "-dirty"); len(base) > 12 {
+		commit = base[:12]
+		if dirty {
+			commit += "-dirty"
 		}
 	}
-	switch {
-	case commit == "":
-		commit = "unknown commit"
-	case len(commit) > 12:
-		commit = commit[:12]
-	}
-	if dirty && Commit == "" {
-		commit += "-dirty"
-	}
-	return fmt.Sprintf("presenced %s (%s, %s %s/%s)", Version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("presenced %s (%s, %s %s/%s)", bi.Version, commit, bi.Go, runtime.GOOS, runtime.GOARCH)
 }
 
 // VersionCmd is `presenced version`.

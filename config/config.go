@@ -57,6 +57,9 @@ type HTTP struct {
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// Pprof mounts Go's profiler at /debug/pprof/ (keep it off public ports).
 	Pprof bool `yaml:"pprof"`
+	// AdminListen, when set, is a second listener for /metrics and (with
+	// Pprof) /debug/pprof/, which then leave the public port.
+	AdminListen string `yaml:"admin_listen"`
 	// SlowRequest: a request that takes longer is access-logged at info,
 	// like every error; all others only at debug. 0 logs no request as slow.
 	SlowRequest time.Duration `yaml:"slow_request"`
@@ -218,6 +221,13 @@ func (c *Config) Validate() error {
 	}
 	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
 		bad("http.tls_cert", "tls_cert and tls_key must be set together")
+	}
+	if c.HTTP.AdminListen != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.AdminListen); err != nil {
+			bad("http.admin_listen", "%v", err)
+		} else if c.HTTP.AdminListen == c.Listen {
+			bad("http.admin_listen", "must differ from listen")
+		}
 	}
 	if c.HTTP.SlowRequest < 0 {
 		bad("http.slow_request", "must not be negative (0 turns slow-request logging off)")

@@ -1,6 +1,10 @@
 package payments
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/presenced/presenced/internal/promlabels"
+)
 
 // metrics are the payments module's collectors, shared by its parts. No
 // label carries a user, reservation, payment or ticket id.
@@ -20,6 +24,11 @@ type metrics struct {
 	monitor         *prometheus.GaugeVec
 	fulfillPending  prometheus.Gauge
 }
+
+// webhookOutcomes label the webhooks counter: the answers' outcomes and
+// the refusals.
+var webhookOutcomes = []string{OutcomePaid, OutcomeRefundRequired, OutcomeDuplicate, OutcomeMismatch, OutcomeOrphan,
+	OutcomeFailed, OutcomeRefunded, OutcomeIgnored, "bad_signature", "conflict", "error", "malformed", "not_ready"}
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -81,5 +90,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
+	// Every series alerts may use exists from the start, at zero; those
+	// labelled by provider are made when the providers are (newRouter).
+	counters := func(v *prometheus.CounterVec) func(...string) { return func(lv ...string) { v.WithLabelValues(lv...) } }
+	promlabels.Init(counters(m.starts), []string{"200", "201", "400", "401", "402", "404", "409", "422", "500", "502", "503"})
+	promlabels.Init(counters(m.fraud), []string{string(VerdictAccept), string(VerdictReview), string(VerdictBlock), string(verdictUnchecked)})
+	promlabels.Init(counters(m.notifications), []string{"sent", "retry", "dead"})
+	promlabels.Init(counters(m.refunds), []string{"refunded", "failed", "manual"})
+	promlabels.Init(func(lv ...string) { m.monitor.WithLabelValues(lv...) }, monitorChecks())
 	return m, nil
 }

@@ -38,6 +38,18 @@ var checkSQL = []struct{ name, what, sql string }{
 		      + (SELECT count(*) FROM payment_orphan_charges WHERE status = 'SEEN' AND manual)`},
 }
 
+// checkDoubleOwned is the monitor booking answers.
+const checkDoubleOwned = "double_owned_seats"
+
+// monitorChecks names every monitor, in the order Check reads them.
+func monitorChecks() []string {
+	names := []string{checkDoubleOwned}
+	for _, c := range checkSQL {
+		names = append(names, c.name)
+	}
+	return names
+}
+
 // Check evaluates every monitor in one read-only transaction on db.
 func Check(ctx context.Context, db *pgxpool.Pool, b Booking) ([]CheckResult, error) {
 	var out []CheckResult
@@ -46,7 +58,7 @@ func Check(ctx context.Context, db *pgxpool.Pool, b Booking) ([]CheckResult, err
 		if err != nil {
 			return err
 		}
-		out = append(out, CheckResult{Name: "double_owned_seats", Count: int64(n), What: "seats with more than one live owner"})
+		out = append(out, CheckResult{Name: checkDoubleOwned, Count: int64(n), What: "seats with more than one live owner"})
 		for _, c := range checkSQL {
 			var n int64
 			if err := tx.QueryRow(ctx, c.sql).Scan(&n); err != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/presenced/presenced/internal/promlabels"
 )
 
 // router sends new intents to the primary provider, or to the fallback
@@ -54,6 +56,10 @@ func newRouter(providers []Provider, pick int, bc breakerConfig, timeout time.Du
 			},
 		})
 		m.breakerOpen.WithLabelValues(name).Set(0)
+		m.providerLatency.WithLabelValues(name)
+		promlabels.Init(func(lv ...string) { m.providerCalls.WithLabelValues(lv...) }, []string{name},
+			[]string{"create", "refund"}, []string{"ok", "breaker_open", "timeout", "refused", "error"})
+		promlabels.Init(func(lv ...string) { m.webhooks.WithLabelValues(lv...) }, []string{name}, webhookOutcomes)
 	}
 	return r
 }

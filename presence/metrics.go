@@ -4,6 +4,9 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/presenced/presenced/internal/promlabels"
+	"github.com/presenced/presenced/web"
 )
 
 type metrics struct {
@@ -124,6 +127,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
+	// Every series alerts may use exists from the start, at zero.
+	counters := func(v *prometheus.CounterVec) func(...string) { return func(lv ...string) { v.WithLabelValues(lv...) } }
+	gauges := func(v *prometheus.GaugeVec) func(...string) { return func(lv ...string) { v.WithLabelValues(lv...) } }
+	streams := []string{"pings", "events", "changes"}
+	promlabels.Init(counters(m.changes), []string{StatusOnline, StatusIdle, StatusOffline, "manual"})
+	promlabels.Init(counters(m.protocolErrs), []string{web.CodeBadJSON, web.CodeUnsupportedVersion, web.CodeUnknownEvent,
+		web.CodeBadPayload, web.CodeRateLimited, web.CodeForbidden, web.CodeLimitExceeded, web.CodeUnavailable,
+		CodeMessageTooLarge, CodeInvalidStatus, CodeInvalidTransition, CodeUnauthorized, "busy"})
+	for _, v := range []*prometheus.GaugeVec{m.streamPending, m.streamLag, m.streamOldest} {
+		promlabels.Init(gauges(v), []string{"pings", "events"})
+	}
+	promlabels.Init(counters(m.expired), []string{"timeout", "closed"})
+	promlabels.Init(counters(m.cleanups), []string{"timeout", "closed", "disconnect"}, []string{"ended", "absent"})
+	promlabels.Init(counters(m.reclaimed), streams)
+	promlabels.Init(counters(m.deadLetters), streams)
+	promlabels.Init(counters(m.webhookBatches), []string{"delivered", "retry", "dead_letter"})
 	return m, nil
 }
 
@@ -136,11 +155,12 @@ type sessionCollector struct {
 func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
-	f := c.count.Load()
-	if f == nil {
-		return
+	// Before the gateway runs (or in a process without one) this process
+	// holds no session: say 0 rather than nothing.
+	var active, inactive int
+	if f := c.count.Load(); f != nil {
+		active, inactive = (*f)()
 	}
-	active, inactive := (*f)()
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(active), "active")
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(inactive), "inactive")
 }

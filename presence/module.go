@@ -75,6 +75,7 @@ func (m *Module) StartGateway(ctx context.Context, h module.Host) error {
 		return err
 	}
 	m.sockets = h.Sockets()
+	m.sockets.Declare("presence")
 	m.gw = newGateway(m, m.sendQueue)
 	h.Routes().GET("/v1/presence/ws", m.gw.handle)
 	h.Go("presence.gateway", m.gw.run)

@@ -2,6 +2,8 @@ package viewers
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/presenced/presenced/internal/promlabels"
 )
 
 // metrics are the signals the design names: heartbeat outcomes, flush
@@ -157,5 +159,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	m.writeHealthy.Set(1)
+	// Every series alerts may use exists from the start, at zero.
+	counters := func(v *prometheus.CounterVec) func(...string) { return func(lv ...string) { v.WithLabelValues(lv...) } }
+	promlabels.Init(counters(m.heartbeats), []string{"accepted", "denied", "invalid", "limited_prefix", "limited_session",
+		"too_large", "unavailable", "unknown_hotel"})
+	promlabels.Init(counters(m.cookiesReplaced), []string{replaceMalformed, replaceUnknownKid, replaceBadSig, replaceExpired})
+	promlabels.Init(counters(m.flushFailures), []string{"retried", "lost"})
+	promlabels.Init(counters(m.redisCommands), []string{"pfadd", "pexpireat", "pfcount", "xadd", "lease", "rates", "bundle", "merge_count"})
+	promlabels.Init(func(lv ...string) { m.countDuration.WithLabelValues(lv...) }, []string{"cache", "stale", "store"})
+	promlabels.Init(counters(m.countCache), []string{"hit", "miss", "early_refresh"})
+	promlabels.Init(counters(m.tierChanges), []string{"promote", "demote"}, []string{"read", "write"})
+	promlabels.Init(func(lv ...string) { m.hotHotels.WithLabelValues(lv...) }, []string{"1", "16", "64"})
+	promlabels.Init(counters(m.pushes), []string{"sse", "ws"})
+	promlabels.Init(counters(m.streamRecords), []string{"written", "dropped", "scanned"})
+	promlabels.Init(counters(m.verdicts), []string{"rate", "hotels", "prefixes", "new_sessions"})
+	promlabels.Init(counters(m.peerMerges), []string{"ok", "timeout", "error"})
 	return m, nil
 }

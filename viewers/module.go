@@ -281,6 +281,7 @@ func (mod *Module) StartPush(ctx context.Context, h module.Host) error {
 		return err
 	}
 	mod.sock = h.Sockets()
+	mod.sock.Declare("viewers")
 	g := h.Routes()
 	g.GET("/v1/viewers/:hotel/stream", mod.stream)
 	g.GET("/v1/viewers/ws", mod.websocket)

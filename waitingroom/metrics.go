@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/presenced/presenced/internal/promlabels"
 )
 
 // metrics of the waiting room. Figures of the line are sums over the events
@@ -108,5 +110,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, fmt.Errorf("waitingroom: metrics: %w", err)
 		}
 	}
+	// Every series alerts may use exists from the start, at zero.
+	counters := func(v *prometheus.CounterVec) func(...string) { return func(lv ...string) { v.WithLabelValues(lv...) } }
+	promlabels.Init(counters(m.ticks), []string{"ok", "skip", "gone", "paused", "closed", "draw", "error"})
+	promlabels.Init(counters(m.leaseChanges), []string{"acquired", "lost"})
+	promlabels.Init(counters(m.requests), []string{"join", "status"}, []string{StateQueued, StateAdmitted, StateAbsent, "no_room", "unavailable"})
+	promlabels.Init(counters(m.requests), []string{"leave"}, []string{"ok", "no_room", "unavailable"})
+	promlabels.Init(counters(m.storeErrors), []string{"join", "status", "leave", "settings", "stats", "delete", "list",
+		"positions", "draw", "events", "tick", "tick_lease"})
 	return m, nil
 }

@@ -121,6 +121,7 @@ func (m *Module) StartAdmit(ctx context.Context, h module.Host) error {
 		return err
 	}
 	m.sockets = h.Sockets()
+	m.sockets.Declare("waitingroom")
 	hd := &handlers{m: m}
 	g := h.Routes()
 	g.Match([]string{http.MethodGet, http.MethodHead}, "/v1/waitingroom/keys", hd.keys)

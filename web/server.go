@@ -37,6 +37,8 @@ type Server struct {
 	draining atomic.Bool
 
 	ready *readiness
+	// admin is the http.admin_listen listener, when configured.
+	admin *adminServer
 }
 
 // NewServer builds the echo server with request ids, access logs, panic
@@ -97,9 +99,16 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 	})
 	e.Match(get, "/readyz", s.readyz)
 	e.Match(get, "/openapi.json", serveOpenAPI)
-	e.Match(get, "/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	// Metrics and the profiler go to the admin listener when there is one.
+	ops := e
+	if cfg.HTTP.AdminListen != "" {
+		s.admin = newAdminServer(cfg.HTTP.AdminListen, cfg.HTTP.ReadHeaderTimeout, log)
+		ops = s.admin.echo
+	}
+	// Scrapers that ask for OpenMetrics get it (exemplars, _created).
+	ops.Match(get, "/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true})))
 	if cfg.HTTP.Pprof {
-		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))
+		ops.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))
 	}
 	return s, nil
 }
@@ -133,7 +142,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}()
 	sockErr := s.Sockets.CloseAll(ctx)
 	<-done
-	return errors.Join(httpErr, sockErr)
+	var adminErr error
+	if s.admin != nil {
+		adminErr = s.admin.shutdown(ctx)
+	}
+	return errors.Join(httpErr, sockErr, adminErr)
 }
 
 // Draining tells whether shutdown has begun.

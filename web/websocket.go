@@ -88,6 +88,8 @@ func NewSockets(cfg config.Realtime, reg prometheus.Registerer, log *slog.Logger
 			return nil, err
 		}
 	}
+	s.drops.WithLabelValues("slow_consumer")
+	s.drops.WithLabelValues("write_failed")
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		// An idle connection keeps its read buffer for life: a small one
@@ -170,6 +172,11 @@ type Conn struct {
 	// final, once set, closes the connection after the queue is written.
 	final *closeFrame
 }
+
+// Declare makes the connection gauge of kind exist at zero before the
+// first connection, so dashboards and alerts see the endpoint from the
+// start. Parts that serve sockets or streams declare their kind.
+func (s *Sockets) Declare(kind string) { s.open.WithLabelValues(kind) }
 
 // Upgrade turns the request into a WebSocket of the given kind (a label for
 // metrics: "presence", "viewers", ...). During shutdown it refuses with 503.
