@@ -67,7 +67,8 @@ func TestZeroConfigServerTakesLocalLoad(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	lg := exec.Command(bin, "loadgen", "viewers", "--target", base,
+	// --data-dir: the generator signs with the server's development secrets.
+	lg := exec.Command(bin, "loadgen", "viewers", "--target", base, "--data-dir", data,
 		"-d", "3s", "-c", "64", "--viewers", "3000", "--interval", "2s", "--count-rate", "50", "--json")
 	var out, progress strings.Builder
 	lg.Stdout, lg.Stderr = &out, &progress
