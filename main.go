@@ -30,6 +30,7 @@ func main() {
 		cli.Serve(),
 		cli.Migrate(),
 		cli.Token(),
+		cli.ConfigCmd(),
 		cli.EventCmd(),
 		cli.DemoCmd(),
 		cli.HotelCmd(),

@@ -61,6 +61,11 @@ func configFlags(cmd *cobra.Command, optional ...string) *commonFlags {
 
 // load builds the configuration from defaults, file, environment and flags.
 func (f *commonFlags) load(cmd *cobra.Command) (config.Config, error) {
+	return config.Load(f.source(cmd))
+}
+
+// source gathers the layers above the defaults: file, environment, flags.
+func (f *commonFlags) source(cmd *cobra.Command) config.Source {
 	file := f.file
 	if file == "" {
 		file = os.Getenv("PRESENCED_CONFIG")
@@ -76,7 +81,7 @@ func (f *commonFlags) load(cmd *cobra.Command) (config.Config, error) {
 	set(flagRedis, "redis.url", f.redis)
 	set(flagPostgres, "postgres.url", f.postgres)
 	set("data-dir", "data_dir", f.dataDir)
-	return config.Load(config.Source{File: file, Environ: os.Environ(), Flags: flags})
+	return config.Source{File: file, Environ: os.Environ(), Flags: flags}
 }
 
 // processLogger builds the process logger from the log settings and routes

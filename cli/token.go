@@ -74,6 +74,7 @@ to with --create-secrets. Which secret it used goes to stderr.`,
 	cmd.Flags().StringSliceVar(&rooms, "rooms", nil, "rooms claim (presence visibility)")
 	cmd.Flags().BoolVar(&apiKey, "api-key", false, "print the server-to-server API key instead")
 	cmd.Flags().BoolVar(&createSecrets, "create-secrets", false, "create development secrets in the data folder when there are none (a server already running elsewhere will not accept tokens signed with them)")
+	cmd.AddCommand(tokenCheck())
 	return cmd
 }
 

@@ -28,14 +28,20 @@ type Source struct {
 
 // Load builds the configuration: defaults < file < environment < flags.
 func Load(src Source) (Config, error) {
+	return load(src, nil)
+}
+
+// load is Load, recording in sources (when not nil) which layer set each
+// key it set.
+func load(src Source, sources map[string]string) (Config, error) {
 	cfg := Default()
 	fields := fieldIndex(&cfg)
 	if src.File != "" {
-		if err := loadFile(src.File, fields); err != nil {
+		if err := loadFile(src.File, fields, sources); err != nil {
 			return Config{}, err
 		}
 	}
-	if err := loadEnv(src.Environ, fields); err != nil {
+	if err := loadEnv(src.Environ, fields, sources); err != nil {
 		return Config{}, err
 	}
 	keys := make([]string, 0, len(src.Flags))
@@ -50,6 +56,9 @@ func Load(src Source) (Config, error) {
 		}
 		if err := setScalar(f.value, src.Flags[key]); err != nil {
 			return Config{}, fmt.Errorf("flag for %s: %w", key, err)
+		}
+		if sources != nil {
+			sources[key] = "flag"
 		}
 	}
 	if err := cfg.Validate(); err != nil {
@@ -113,7 +122,7 @@ func fieldIndex(cfg *Config) map[string]*field {
 	return out
 }
 
-func loadFile(path string, fields map[string]*field) error {
+func loadFile(path string, fields map[string]*field, sources map[string]string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
@@ -125,13 +134,17 @@ func loadFile(path string, fields map[string]*field) error {
 	if len(doc.Content) == 0 {
 		return nil // an empty file sets nothing
 	}
-	if err := applyNode(doc.Content[0], "", fields); err != nil {
+	var record func(key string)
+	if sources != nil {
+		record = func(key string) { sources[key] = "file " + path }
+	}
+	if err := applyNode(doc.Content[0], "", fields, record); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	return nil
 }
 
-func applyNode(n *yaml.Node, prefix string, fields map[string]*field) error {
+func applyNode(n *yaml.Node, prefix string, fields map[string]*field, record func(key string)) error {
 	if n.Kind != yaml.MappingNode {
 		if prefix == "" {
 			return fmt.Errorf("line %d: the top level must be a mapping", n.Line)
@@ -148,13 +161,16 @@ func applyNode(n *yaml.Node, prefix string, fields map[string]*field) error {
 			if err := setNode(f, v); err != nil {
 				return fmt.Errorf("%s (line %d): %w", key, v.Line, err)
 			}
+			if record != nil {
+				record(key)
+			}
 			continue
 		}
 		if hasPrefix(fields, key+".") {
 			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 				continue // an empty section sets nothing
 			}
-			if err := applyNode(v, key, fields); err != nil {
+			if err := applyNode(v, key, fields, record); err != nil {
 				return err
 			}
 			continue
@@ -197,7 +213,7 @@ func setNode(f *field, n *yaml.Node) error {
 	return setScalar(f.value, n.Value)
 }
 
-func loadEnv(environ []string, fields map[string]*field) error {
+func loadEnv(environ []string, fields map[string]*field, sources map[string]string) error {
 	byName := map[string]*field{}
 	for _, f := range fields {
 		for _, name := range f.env {
@@ -218,6 +234,9 @@ func loadEnv(environ []string, fields map[string]*field) error {
 			}
 			if err := setScalar(f.value, val); err != nil {
 				return fmt.Errorf("environment %s (%s): %w", name, f.key, err)
+			}
+			if sources != nil {
+				sources[f.key] = "env " + name
 			}
 		}
 	}

@@ -81,7 +81,7 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 	claims := &Claims{}
 	_, err := jwt.ParseWithClaims(token, claims, v.key, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	if err := ValidUserID(claims.Subject); err != nil {
 		return nil, fmt.Errorf("%w: sub claim: %v", ErrInvalidToken, err)
