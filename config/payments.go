@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/presenced/presenced/internal/stdwebhook"
 )
 
 // Payments configures providers, webhooks, fulfillment, refunds, tickets and
@@ -88,8 +90,9 @@ type PaymentsFraud struct {
 type PaymentsNotify struct {
 	// log, webhook or smtp.
 	Sender string `yaml:"sender"`
-	// webhook: POSTed JSON signed like presence webhooks
-	// (X-Presenced-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">).
+	// webhook: POSTed JSON signed like presence webhooks (Standard
+	// Webhooks: webhook-id, webhook-timestamp, webhook-signature), with a
+	// whsec_ secret.
 	WebhookURL    string `yaml:"webhook_url"`
 	WebhookSecret string `yaml:"webhook_secret" env:"PRESENCED_PAYMENTS_NOTIFY_WEBHOOK_SECRET"`
 	// smtp: host:port of a relay, the sender address and optional login.
@@ -226,8 +229,11 @@ func (p Payments) validate(bad badFunc) {
 	switch p.Notify.Sender {
 	case "log":
 	case "webhook":
-		if p.Notify.WebhookURL == "" || len(p.Notify.WebhookSecret) < 16 {
-			bad("payments.notify.webhook_url", "the webhook sender needs a URL and a secret of at least 16 characters")
+		if p.Notify.WebhookURL == "" {
+			bad("payments.notify.webhook_url", "the webhook sender needs a URL")
+		}
+		if _, err := stdwebhook.ParseSecret(p.Notify.WebhookSecret); err != nil {
+			bad("payments.notify.webhook_secret", "%v (a Standard Webhooks secret: whsec_ and a base64 key of 16+ bytes)", err)
 		}
 	case "smtp":
 		if p.Notify.SMTPAddr == "" || p.Notify.SMTPFrom == "" || p.Notify.SMTPDomain == "" {

@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/presenced/presenced/internal/stdwebhook"
 )
 
 // Presence configures the presence module: per-user online / idle / offline
@@ -70,7 +72,9 @@ type Presence struct {
 type PresenceWebhook struct {
 	// URL receives POSTed batches of status changes; empty disables.
 	URL string `yaml:"url"`
-	// Secret signs each batch (HMAC-SHA256).
+	// Secret signs each batch with the Standard Webhooks scheme:
+	// "whsec_<base64 key>" (a raw secret of 16+ bytes still works as the
+	// key; its receivers use "whsec_" + base64 of it).
 	Secret      string        `yaml:"secret"`
 	BatchSize   int           `yaml:"batch_size"`
 	BatchWindow time.Duration `yaml:"batch_window"`
@@ -211,8 +215,8 @@ func (p Presence) validate(bad badFunc) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("presence.webhook.url", "%q is not an http(s) URL", p.Webhook.URL)
 		}
-		if len(p.Webhook.Secret) < 16 {
-			bad("presence.webhook.secret", "use at least 16 characters when presence.webhook.url is set")
+		if _, err := stdwebhook.ParseSecret(p.Webhook.Secret); err != nil {
+			bad("presence.webhook.secret", "%v (a Standard Webhooks secret: whsec_ and a base64 key of 16+ bytes)", err)
 		}
 	}
 }

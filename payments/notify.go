@@ -3,15 +3,11 @@ package payments
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/stdwebhook"
 )
 
 // Sender tells a buyer their tickets are ready. Sends are retried, so a
@@ -43,7 +40,11 @@ func newSender(c config.PaymentsNotify, log *slog.Logger) (Sender, error) {
 	case "log":
 		return logSender{log: log}, nil
 	case "webhook":
-		return &webhookSender{url: c.WebhookURL, secret: c.WebhookSecret, client: &http.Client{Timeout: c.Timeout}}, nil
+		signer, err := stdwebhook.NewSigner(c.WebhookSecret)
+		if err != nil {
+			return nil, fmt.Errorf("payments.notify.webhook_secret: %w", err)
+		}
+		return &webhookSender{url: c.WebhookURL, signer: signer, client: &http.Client{Timeout: c.Timeout}}, nil
 	case "smtp":
 		return &smtpSender{cfg: c}, nil
 	}
@@ -58,30 +59,28 @@ func (s logSender) Send(_ context.Context, n Notification) error {
 }
 
 // webhookSender POSTs the notification as JSON signed like presence's
-// webhooks: X-Presenced-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">.
+// webhooks, with the Standard Webhooks scheme. The message id is the
+// reservation's: every retry of one notification carries the same id, so
+// a receiver dedupes by it.
 type webhookSender struct {
-	url, secret string
-	client      *http.Client
+	url    string
+	signer *stdwebhook.Signer
+	client *http.Client
 }
-
-// HeaderNotifySignature signs notification webhooks.
-const HeaderNotifySignature = "X-Presenced-Signature"
 
 func (s *webhookSender) Send(ctx context.Context, n Notification) error {
 	body, err := json.Marshal(n)
 	if err != nil {
 		return err
 	}
-	t := strconv.FormatInt(time.Now().Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(s.secret))
-	mac.Write([]byte(t + "."))
-	mac.Write(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(HeaderNotifySignature, "t="+t+",v1="+hex.EncodeToString(mac.Sum(nil)))
+	if err := s.signer.Sign(req, "tickets-"+n.Reservation, body, time.Now()); err != nil {
+		return err
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("notification webhook: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
@@ -43,6 +44,9 @@ type sale struct {
 	next  int
 }
 
+// noteSecret signs the ticket notifications of the tests' sales.
+const noteSecret = "whsec_bm90aWZpY2F0aW9uLXNlY3JldC0wMTIz"
+
 // notes counts notification webhooks per reservation.
 type notes struct {
 	mu   sync.Mutex
@@ -59,9 +63,22 @@ func (n *notes) count(reservation string) int {
 func startSale(t *testing.T, seats int, tweak func(*config.Config)) *sale {
 	t.Helper()
 	n := &notes{seen: map[string]int{}}
+	// The receiver verifies like a customer's would: the Standard Webhooks
+	// library with the whsec_ secret.
+	receiver, err := standardwebhooks.NewWebhook(noteSecret)
+	require.NoError(t, err)
 	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := receiver.Verify(body, r.Header); err != nil {
+			t.Errorf("a ticket notification does not verify: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
 		var note payments.Notification
-		_ = json.NewDecoder(r.Body).Decode(&note)
+		_ = json.Unmarshal(body, &note)
+		if got, want := r.Header.Get("webhook-id"), "tickets-"+note.Reservation; got != want {
+			t.Errorf("webhook-id %q, want %q", got, want)
+		}
 		n.mu.Lock()
 		n.seen[note.Reservation]++
 		n.mu.Unlock()
@@ -83,7 +100,7 @@ func startSale(t *testing.T, seats int, tweak func(*config.Config)) *sale {
 	// deliveries and the notifier each serve every row of their database.
 	cfg.Postgres.URL = testenv.NewDatabase(t)
 	cfg.Payments.Notify = config.PaymentsNotify{Sender: "webhook", WebhookURL: n.srv.URL,
-		WebhookSecret: "notification-secret-0123", Timeout: 5 * time.Second}
+		WebhookSecret: noteSecret, Timeout: 5 * time.Second}
 	if tweak != nil {
 		tweak(&cfg)
 	}

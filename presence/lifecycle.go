@@ -35,7 +35,11 @@ func (m *Module) lifecycle(ctx context.Context) error {
 		func(ctx context.Context) error { return m.schedule(ctx, pings, events) },
 	}
 	if m.cfg.Webhook.URL != "" {
-		loops = append(loops, newWebhookSender(m).run)
+		hooks, err := newWebhookSender(m)
+		if err != nil {
+			return err
+		}
+		loops = append(loops, hooks.run)
 	}
 	return runAll(ctx, loops)
 }

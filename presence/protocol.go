@@ -1,13 +1,6 @@
 package presence
 
-import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"strconv"
-	"time"
-)
+import "encoding/json"
 
 // The wire protocol a client sees over /v1/presence/ws and the read API:
 // events, payloads, error and close codes. Clients and the load generator
@@ -112,21 +105,10 @@ type ErrorPayload struct {
 
 // Webhooks.
 
-// WebhookSignatureHeader carries "t=<unix seconds>,v1=<hex HMAC-SHA256 of
-// "<t>.<body>" keyed with presence.webhook.secret>".
-const WebhookSignatureHeader = "X-Presenced-Signature"
-
-// WebhookBody is the JSON body of one webhook delivery.
+// WebhookBody is the JSON body of one webhook delivery. Deliveries are
+// signed with the Standard Webhooks scheme (internal/stdwebhook): headers
+// webhook-id (the same on every retry of a batch), webhook-timestamp and
+// webhook-signature, keyed with presence.webhook.secret.
 type WebhookBody struct {
 	Events []Status `json:"events"`
-}
-
-// SignWebhook returns the signature header value for body sent at t.
-func SignWebhook(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(ts))
-	mac.Write([]byte("."))
-	mac.Write(body)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
 }

@@ -8,9 +8,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/internal/stdwebhook"
 )
 
 // Webhooks: every status change is queued in process (never waiting on the
@@ -103,19 +106,25 @@ func (w *changeWriter) write(ctx context.Context, batch []Status) {
 	}
 }
 
-// webhookSender delivers the changes streams as signed batches.
+// webhookSender delivers the changes streams as batches signed with the
+// Standard Webhooks scheme.
 type webhookSender struct {
 	mod    *Module
 	c      *consumer
 	client *http.Client
+	signer *stdwebhook.Signer
 }
 
-func newWebhookSender(m *Module) *webhookSender {
+func newWebhookSender(m *Module) (*webhookSender, error) {
+	signer, err := stdwebhook.NewSigner(m.cfg.Webhook.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("presence.webhook.secret: %w", err)
+	}
 	c := newConsumer(m, "changes", groupWebhooks, func(n int) string { return m.keys.shard(n).changes })
 	// Changes gather for a batch window between reads.
 	c.poll, c.gather = m.cfg.Webhook.BatchWindow, true
 	c.count = int64(m.cfg.Webhook.BatchSize)
-	return &webhookSender{mod: m, c: c, client: &http.Client{Timeout: m.cfg.Webhook.Timeout}}
+	return &webhookSender{mod: m, c: c, client: &http.Client{Timeout: m.cfg.Webhook.Timeout}, signer: signer}, nil
 }
 
 func (s *webhookSender) run(ctx context.Context) error {
@@ -142,7 +151,10 @@ func (s *webhookSender) deliver(ctx context.Context, c *consumer, shard int, msg
 	}
 	for start := 0; start < len(events); start += cfg.BatchSize {
 		end := min(start+cfg.BatchSize, len(events))
-		if !s.post(ctx, events[start:end]) {
+		// The id names the batch by its entries: a retry, or another
+		// worker redelivering the same pending entries, sends the same id.
+		id := "presence-" + strconv.Itoa(shard) + "-" + ids[start] + "-" + ids[end-1]
+		if !s.post(ctx, id, events[start:end]) {
 			for _, id := range ids[start:end] {
 				if err := c.deadLetter(ctx, shard, id, "webhook undeliverable"); err != nil {
 					s.mod.log.Warn("presence: dead-letter change", "err", err)
@@ -153,12 +165,12 @@ func (s *webhookSender) deliver(ctx context.Context, c *consumer, shard int, msg
 	return ids
 }
 
-func (s *webhookSender) post(ctx context.Context, events []Status) bool {
+func (s *webhookSender) post(ctx context.Context, id string, events []Status) bool {
 	cfg := s.mod.cfg.Webhook
 	body, _ := json.Marshal(WebhookBody{Events: events})
 	backoff := cfg.Backoff
 	for attempt := 1; attempt <= cfg.MaxAttempts; attempt++ {
-		err := s.send(ctx, body)
+		err := s.send(ctx, id, body)
 		if err == nil {
 			s.mod.m.webhookBatches.WithLabelValues("delivered").Inc()
 			return true
@@ -178,14 +190,16 @@ func (s *webhookSender) post(ctx context.Context, events []Status) bool {
 	return false
 }
 
-func (s *webhookSender) send(ctx context.Context, body []byte) error {
+func (s *webhookSender) send(ctx context.Context, id string, body []byte) error {
 	cfg := s.mod.cfg.Webhook
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(WebhookSignatureHeader, SignWebhook(cfg.Secret, time.Now(), body))
+	if err := s.signer.Sign(req, id, body, time.Now()); err != nil {
+		return err
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return err
