@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/presenced/presenced/web"
 )
 
@@ -52,32 +54,16 @@ type client struct {
 	sent   map[*subject]*Status
 }
 
-// bucket is a token bucket used by one goroutine.
-type bucket struct {
-	tokens float64
-	last   int64 // Unix ns
-	rate   float64
-	burst  float64
-}
+// bucket is a connection's token bucket (golang.org/x/time/rate), used by
+// its reader goroutine.
+type bucket struct{ lim *rate.Limiter }
 
 func newBucket(perSecond float64, burst int) bucket {
-	return bucket{tokens: float64(burst), rate: perSecond, burst: float64(burst)}
+	return bucket{lim: rate.NewLimiter(rate.Limit(perSecond), burst)}
 }
 
-func (b *bucket) allow(now int64) bool {
-	if b.last != 0 {
-		b.tokens += float64(now-b.last) / float64(time.Second) * b.rate
-		if b.tokens > b.burst {
-			b.tokens = b.burst
-		}
-	}
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
+// allow takes a token at now (Unix ns), or says there is none.
+func (b bucket) allow(now int64) bool { return b.lim.AllowN(time.Unix(0, now), 1) }
 
 // mark records that subject changed; the connection is flushed now if it
 // has been quiet for a tick, else at the next tick.

@@ -1,89 +1,47 @@
 package viewers
 
 import (
-	"sync"
 	"time"
+
+	"github.com/sony/gobreaker/v2"
 )
 
+// Breaker states, as the breaker gauge reports them: gobreaker's own
+// numbering.
 const (
-	breakerClosed = iota
-	breakerHalfOpen
-	breakerOpen
+	breakerClosed   = int(gobreaker.StateClosed)
+	breakerHalfOpen = int(gobreaker.StateHalfOpen)
+	breakerOpen     = int(gobreaker.StateOpen)
 )
 
 // breaker keeps a dead or drowning Redis from being hammered by count
 // reads: after `threshold` consecutive failures it opens and every read is
 // served stale without trying; after `cooldown` one probe is let through,
-// and its outcome closes or re-opens the breaker.
+// and its outcome closes or re-opens the breaker. It is gobreaker's
+// two-step breaker: allow before the read, done with its outcome after.
 type breaker struct {
-	threshold int
-	cooldown  time.Duration
-	onChange  func(state int)
-
-	mu       sync.Mutex
-	state    int
-	failures int
-	openedAt time.Time
-	probing  bool
+	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
 }
 
 func newBreaker(threshold int, cooldown time.Duration, onChange func(int)) *breaker {
-	return &breaker{threshold: threshold, cooldown: cooldown, onChange: onChange}
+	return &breaker{cb: gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        "viewers-count",
+		MaxRequests: 1, // one probe at a time while half-open
+		Timeout:     cooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(threshold) },
+		OnStateChange: func(_ string, _, to gobreaker.State) {
+			if onChange != nil {
+				onChange(int(to))
+			}
+		},
+	})}
 }
 
-// allow tells whether a read may go to Redis now.
-func (b *breaker) allow(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch b.state {
-	case breakerClosed:
-		return true
-	case breakerOpen:
-		if now.Sub(b.openedAt) < b.cooldown {
-			return false
-		}
-		b.set(breakerHalfOpen)
-		b.probing = true
-		return true
-	default: // half-open: one probe at a time
-		if b.probing {
-			return false
-		}
-		b.probing = true
-		return true
-	}
+// allow tells whether a read may go to Redis now; when it may, done must
+// be called with the read's error (nil for a success).
+func (b *breaker) allow() (done func(err error), allowed bool) {
+	done, err := b.cb.Allow()
+	return done, err == nil
 }
 
-func (b *breaker) success() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.failures = 0
-	b.probing = false
-	if b.state != breakerClosed {
-		b.set(breakerClosed)
-	}
-}
-
-func (b *breaker) failure(now time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.failures++
-	b.probing = false
-	if b.state == breakerHalfOpen || (b.state == breakerClosed && b.failures >= b.threshold) {
-		b.openedAt = now
-		b.set(breakerOpen)
-	}
-}
-
-func (b *breaker) current() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.state
-}
-
-func (b *breaker) set(s int) {
-	b.state = s
-	if b.onChange != nil {
-		b.onChange(s)
-	}
-}
+func (b *breaker) current() int { return int(b.cb.State()) }

@@ -229,7 +229,8 @@ func (c *counter) refreshEarly(e *countEntry, hotel string, now time.Time) bool 
 // fetch recounts a hotel from Redis (and the peers' bundles).
 func (c *counter) fetch(hotel string) (*countResult, error) {
 	now := time.Now()
-	if !c.breaker.allow(now) {
+	done, allowed := c.breaker.allow()
+	if !allowed {
 		return nil, errBreakerOpen
 	}
 	var blobs [][]byte
@@ -249,12 +250,11 @@ func (c *counter) fetch(hotel string) (*countResult, error) {
 		n, err = c.rdb.PFCount(ctx, keys...).Result()
 		c.m.redisCommands.WithLabelValues("pfcount").Inc()
 	}
+	done(err)
 	if err != nil {
-		c.breaker.failure(time.Now())
 		c.m.countErrors.Inc()
 		return nil, fmt.Errorf("count %s: %w", hotel, err)
 	}
-	c.breaker.success()
 	res := newResult(hotel, n, now, false)
 	c.cache.put(hotel, &countEntry{res: res, expires: now.Add(c.ttl).UnixNano(), delta: int64(time.Since(start))})
 	return res, nil

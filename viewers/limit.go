@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -13,22 +12,19 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 
 	"github.com/presenced/presenced/store"
 )
 
-// sessionLimiter is the per-session token bucket. It lives in process:
-// whichever ingest process a session reaches enforces it, and a session
-// idle for a few seconds simply starts with a full bucket again.
+// sessionLimiter is the per-session token bucket (golang.org/x/time/rate).
+// It lives in process: whichever ingest process a session reaches
+// enforces it, and a session idle for a few seconds simply starts with a
+// full bucket again.
 type sessionLimiter struct {
-	rate    float64 // tokens per nanosecond
-	burst   float64
-	buckets *genMap[tokenBucket]
-}
-
-type tokenBucket struct {
-	tokens float64
-	last   int64 // unix nanoseconds
+	limit   rate.Limit
+	burst   int
+	buckets *genMap[*rate.Limiter]
 }
 
 func newSessionLimiter(perSecond float64, burst int, maxEntries int) *sessionLimiter {
@@ -36,9 +32,9 @@ func newSessionLimiter(perSecond float64, burst int, maxEntries int) *sessionLim
 	// changes nothing.
 	idle := time.Duration(float64(burst)/perSecond*float64(time.Second)) + time.Second
 	return &sessionLimiter{
-		rate:    perSecond / float64(time.Second),
-		burst:   float64(burst),
-		buckets: newGenMap[tokenBucket](max(idle, 5*time.Second), maxEntries),
+		limit:   rate.Limit(perSecond),
+		burst:   burst,
+		buckets: newGenMap[*rate.Limiter](max(idle, 5*time.Second), maxEntries),
 	}
 }
 
@@ -46,23 +42,17 @@ func newSessionLimiter(perSecond float64, burst int, maxEntries int) *sessionLim
 // long until one is.
 func (l *sessionLimiter) allow(hash uint64, now int64) (bool, time.Duration) {
 	sh := l.buckets.lock(hash, now)
-	b, ok := sh.get(hash)
+	lim, ok := sh.get(hash)
 	if !ok {
-		b = tokenBucket{tokens: l.burst, last: now}
-	} else if now > b.last {
-		b.tokens = math.Min(l.burst, b.tokens+float64(now-b.last)*l.rate)
-		b.last = now
+		lim = rate.NewLimiter(l.limit, l.burst)
+		sh.cur[hash] = lim
 	}
-	allowed := b.tokens >= 1
-	if allowed {
-		b.tokens--
-	}
-	sh.cur[hash] = b
 	sh.mu.Unlock()
-	if allowed {
+	t := time.Unix(0, now)
+	if lim.AllowN(t, 1) {
 		return true, 0
 	}
-	return false, time.Duration((1 - b.tokens) / l.rate)
+	return false, time.Duration((1 - lim.TokensAt(t)) / float64(l.limit) * float64(time.Second))
 }
 
 // prefixKey packs an IPv4 /24 or IPv6 /48 into a uint64: IPv6 prefixes

@@ -114,3 +114,26 @@ func BenchmarkSessionLimiter(b *testing.B) {
 		}
 	})
 }
+
+// The session bucket: a burst, then one heartbeat per 1/rate, with the
+// wait until the next token said; sessions do not share buckets.
+func TestSessionLimiterBurstRateAndWait(t *testing.T) {
+	l := newSessionLimiter(10, 3, 1000)
+	now := time.Unix(1_900_000_000, 0).UnixNano()
+	for i := 0; i < 3; i++ {
+		ok, _ := l.allow(1, now)
+		require.True(t, ok, "burst %d", i)
+	}
+	ok, wait := l.allow(1, now)
+	require.False(t, ok)
+	require.InDelta(t, float64(100*time.Millisecond), float64(wait), float64(time.Millisecond))
+	ok, _ = l.allow(2, now)
+	require.True(t, ok, "another session has its own bucket")
+	ok, wait = l.allow(1, now+int64(40*time.Millisecond))
+	require.False(t, ok)
+	require.InDelta(t, float64(60*time.Millisecond), float64(wait), float64(time.Millisecond))
+	ok, _ = l.allow(1, now+int64(100*time.Millisecond))
+	require.True(t, ok, "one token a tenth of a second")
+	ok, _ = l.allow(1, now+int64(10*time.Second))
+	require.True(t, ok, "refilled")
+}
