@@ -1,106 +1,76 @@
 package loadgen
 
 import (
-	"math"
-	"math/bits"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// Histogram records latencies in log-linear buckets: each power of two of
-// nanoseconds is split into 64 linear sub-buckets, so any quantile is within
-// about 1.6 % of the true value at a fixed, small memory cost however long
-// the run.
+// Histogram records latencies in an HdrHistogram (1 ns to 1 h, two
+// significant digits: any quantile within 1 % of the true value) at a
+// fixed, small memory cost however long the run. The count, mean and max
+// are kept exact beside it. The zero value is ready to use; it is not safe
+// for concurrent use.
 type Histogram struct {
-	counts [numBuckets]uint64
-	n      uint64
-	max    time.Duration
-	sum    time.Duration
+	h   *hdrhistogram.Histogram
+	max time.Duration
+	sum time.Duration
 }
 
-const (
-	subBuckets = 64
-	// Values below 64 ns get a bucket each; above, exponents 0..56 cover
-	// every positive int64 with 64 sub-buckets apiece.
-	numBuckets = (56 + 2) * subBuckets
-)
+// histogramMax is the longest latency told apart; longer ones count as it.
+const histogramMax = time.Hour
 
-func bucketOf(d time.Duration) int {
-	v := uint64(d)
-	if v < subBuckets {
-		return int(v)
+func (h *Histogram) init() {
+	if h.h == nil {
+		h.h = hdrhistogram.New(1, int64(histogramMax), 2)
 	}
-	exp := bits.Len64(v) - 7 // v >> exp falls in [64, 128)
-	sub := int(v>>uint(exp)) - subBuckets
-	return (exp+1)*subBuckets + sub
-}
-
-// upperOf is the largest value a bucket holds.
-func upperOf(idx int) time.Duration {
-	if idx < subBuckets {
-		return time.Duration(idx)
-	}
-	exp := idx/subBuckets - 1
-	sub := idx % subBuckets
-	return time.Duration((uint64(subBuckets+sub+1) << uint(exp)) - 1)
 }
 
 // Record adds one observation.
 func (h *Histogram) Record(d time.Duration) {
-	if d < 0 {
-		d = 0
-	}
-	h.counts[bucketOf(d)]++
-	h.n++
+	h.init()
+	d = max(d, 0)
+	_ = h.h.RecordValue(int64(min(d, histogramMax))) // within range by construction
 	h.sum += d
-	if d > h.max {
-		h.max = d
-	}
+	h.max = max(h.max, d)
 }
 
 // Merge adds o's observations to h.
 func (h *Histogram) Merge(o *Histogram) {
-	for i, c := range o.counts {
-		h.counts[i] += c
+	if o.h == nil {
+		return
 	}
-	h.n += o.n
+	h.init()
+	h.h.Merge(o.h)
 	h.sum += o.sum
-	if o.max > h.max {
-		h.max = o.max
-	}
+	h.max = max(h.max, o.max)
 }
 
 // Count is the number of observations.
-func (h *Histogram) Count() uint64 { return h.n }
+func (h *Histogram) Count() uint64 {
+	if h.h == nil {
+		return 0
+	}
+	return uint64(h.h.TotalCount())
+}
 
 // Max is the largest observation.
 func (h *Histogram) Max() time.Duration { return h.max }
 
 // Mean is the average observation.
 func (h *Histogram) Mean() time.Duration {
-	if h.n == 0 {
+	n := h.Count()
+	if n == 0 {
 		return 0
 	}
-	return h.sum / time.Duration(h.n)
+	return h.sum / time.Duration(n)
 }
 
-// Quantile returns the q-quantile (0 < q ≤ 1).
+// Quantile returns the q-quantile (0 < q ≤ 1), never above the largest
+// observation.
 func (h *Histogram) Quantile(q float64) time.Duration {
-	if h.n == 0 {
+	if h.Count() == 0 {
 		return 0
 	}
-	rank := uint64(math.Ceil(q * float64(h.n)))
-	if rank == 0 {
-		rank = 1
-	}
-	var seen uint64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			if u := upperOf(i); u < h.max {
-				return u
-			}
-			return h.max
-		}
-	}
-	return h.max
+	return min(time.Duration(h.h.ValueAtQuantile(q*100)), h.max)
 }

@@ -27,13 +27,19 @@ func TestHistogramQuantilesWithinTwoPercent(t *testing.T) {
 	require.Equal(t, h.Max(), h.Quantile(1))
 }
 
-func TestHistogramBucketsAreOrdered(t *testing.T) {
+func TestHistogramZeroValueAndMerge(t *testing.T) {
 	t.Parallel()
-	prev := time.Duration(-1)
-	for i := 0; i < len(Histogram{}.counts); i++ {
-		u := upperOf(i)
-		require.Greater(t, u, prev)
-		require.Equal(t, i, bucketOf(u), "bucket %d holds its upper bound", i)
-		prev = u
-	}
+	var a, b, empty Histogram
+	require.Zero(t, a.Count())
+	require.Zero(t, a.Quantile(0.99))
+	require.Zero(t, a.Mean())
+	a.Record(time.Millisecond)
+	b.Record(3 * time.Millisecond)
+	b.Record(2 * time.Hour) // past the range: counted, and the max stays exact
+	a.Merge(&b)
+	a.Merge(&empty)
+	require.EqualValues(t, 3, a.Count())
+	require.Equal(t, 2*time.Hour, a.Max())
+	require.Equal(t, (2*time.Hour+4*time.Millisecond)/3, a.Mean())
+	require.InEpsilon(t, float64(time.Millisecond), float64(a.Quantile(0.3)), 0.01)
 }

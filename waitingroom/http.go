@@ -124,8 +124,12 @@ func (h *handlers) leave(c echo.Context) error {
 
 // GET /v1/waitingroom/keys: the public keys of passes, as a JWKS.
 func (h *handlers) keys(c echo.Context) error {
+	set, err := h.m.ring.JWKS()
+	if err != nil {
+		return err
+	}
 	c.Response().Header().Set("Cache-Control", "public, max-age=300")
-	return c.JSON(http.StatusOK, h.m.ring.JWKS())
+	return c.JSONBlob(http.StatusOK, set)
 }
 
 // GET /v1/waitingroom/:event/ws: joins (or keeps the place), then pushes

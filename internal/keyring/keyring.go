@@ -4,6 +4,7 @@
 package keyring
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/MicahParks/jwkset"
 	"github.com/presenced/presenced/internal/devfile"
 )
 
@@ -117,16 +119,28 @@ func (r *Ring) Verify(kid string, msg, sig []byte) bool {
 	return ok && ed25519.Verify(k, msg, sig)
 }
 
-// JWKS renders the public keys as a JSON Web Key Set (OKP / Ed25519).
-func (r *Ring) JWKS() map[string]any {
-	keys := make([]map[string]string, 0, len(r.order))
+// JWKS renders the public keys as a JSON Web Key Set (OKP / Ed25519, alg
+// EdDSA, use sig), in the ring's order, with github.com/MicahParks/jwkset:
+// the library the JWKS clients of our users (keyfunc) parse with.
+func (r *Ring) JWKS() (json.RawMessage, error) {
+	set := jwkset.NewMemoryStorage()
+	ctx := context.Background()
 	for _, kid := range r.order {
-		keys = append(keys, map[string]string{
-			"kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "use": "sig", "kid": kid,
-			"x": base64.RawURLEncoding.EncodeToString(r.public[kid]),
+		jwk, err := jwkset.NewJWKFromKey(r.public[kid], jwkset.JWKOptions{
+			Metadata: jwkset.JWKMetadataOptions{KID: kid, ALG: jwkset.AlgEdDSA, USE: jwkset.UseSig},
 		})
+		if err != nil {
+			return nil, fmt.Errorf("keyring: JWK of %s: %w", kid, err)
+		}
+		if err := set.KeyWrite(ctx, jwk); err != nil {
+			return nil, fmt.Errorf("keyring: JWK of %s: %w", kid, err)
+		}
 	}
-	return map[string]any{"keys": keys}
+	b, err := set.JSONPublic(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("keyring: JWKS: %w", err)
+	}
+	return b, nil
 }
 
 // Generate returns a new "kid:base64(seed)" signing key string and its

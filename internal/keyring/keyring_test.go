@@ -1,9 +1,12 @@
 package keyring
 
 import (
+	"crypto/ed25519"
+	"encoding/json"
 	"sync"
 	"testing"
 
+	"github.com/MicahParks/jwkset"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,7 +32,13 @@ func TestRotation(t *testing.T) {
 	require.Equal(t, "k2", kid2)
 	require.True(t, during.Verify("k2", []byte("msg"), sig2))
 	require.False(t, during.Verify("k9", []byte("msg"), sig2), "unknown kid")
-	require.Len(t, during.JWKS()["keys"], 2)
+	set, err := during.JWKS()
+	require.NoError(t, err)
+	var jwks struct {
+		Keys []map[string]string `json:"keys"`
+	}
+	require.NoError(t, json.Unmarshal(set, &jwks))
+	require.Len(t, jwks.Keys, 2)
 
 	verifyOnly, err := Parse("", []string{oldVerify})
 	require.NoError(t, err)
@@ -79,4 +88,29 @@ func TestDevRingIsCreatedOnceUnderARace(t *testing.T) {
 		require.NoError(t, errs[i])
 		require.Equal(t, rings[0].PrivateKey(), rings[i].PrivateKey())
 	}
+}
+
+// The JWKS is what a JWKS client (keyfunc, on jwkset) reads back: every
+// public key under its kid, verifying what the ring signs.
+func TestJWKSRoundTrips(t *testing.T) {
+	t.Parallel()
+	signing, _, err := Generate("k7")
+	require.NoError(t, err)
+	r, err := Parse(signing, nil)
+	require.NoError(t, err)
+	set, err := r.JWKS()
+	require.NoError(t, err)
+	var parsed jwkset.JWKSMarshal
+	require.NoError(t, json.Unmarshal(set, &parsed))
+	require.Len(t, parsed.Keys, 1)
+	jwk, err := jwkset.NewJWKFromMarshal(parsed.Keys[0], jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "k7", jwk.Marshal().KID)
+	require.Equal(t, jwkset.AlgEdDSA, jwk.Marshal().ALG)
+	pub, ok := jwk.Key().(ed25519.PublicKey)
+	require.True(t, ok)
+	kid, sig, err := r.Sign([]byte("msg"))
+	require.NoError(t, err)
+	require.Equal(t, "k7", kid)
+	require.True(t, ed25519.Verify(pub, []byte("msg"), sig))
 }
