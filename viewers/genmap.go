@@ -16,6 +16,13 @@ const genShards = 64
 // is gone. That is exactly what per-client state with a short memory
 // (token buckets, verified cookies) needs, at the cost of one map lookup
 // more on a miss.
+//
+// Why not an expirable LRU (hashicorp/golang-lru/v2/expirable): its TTL
+// runs from the last Add, not the last use, so keeping these semantics
+// would cost an Add (a list move under its one lock) per heartbeat; it
+// starts a cleanup goroutine per map that nothing can stop; and it keeps a
+// list element per entry, some 100 bytes more for each of up to 2M
+// sessions. BenchmarkSessionCache* (genmap_bench_test.go) measure both.
 type genMap[V any] struct {
 	period int64 // nanoseconds
 	limit  int   // entries per stripe generation before an early rotation
