@@ -26,11 +26,11 @@ func Migrations() fs.FS {
 	return sub
 }
 
-// The runner below stays hand-written: pressly/goose (v3) does embedded,
-// numbered, advisory-locked migrations as well, but taking it would mean
-// annotating every file (-- +goose Up), a second version table and a
-// one-time bridge for every existing database, for no behaviour gained.
-// (tern has no Go API for embedded files that takes the same lock.)
+// The runner below stays hand-written: pressly/goose (v3) and jackc/tern
+// (v2) both run embedded, numbered migrations under an advisory lock, but
+// either would bring its own version table (and goose an annotation in
+// every file) plus a one-time bridge for every existing database, for no
+// behaviour gained.
 
 // Migration is one numbered SQL file: NNNN_name.sql.
 type Migration struct {
