@@ -212,7 +212,7 @@ func TestCommandLine(t *testing.T) {
 	_, stderr, code = run("version", "--listen", ":1")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "unknown flag: --listen")
-	for _, c := range []string{"serve", "token", "migrate", "demo", "loadgen", "roles", "keys generate", "version"} {
+	for _, c := range []string{"serve", "token", "token check", "config print", "config check", "migrate", "demo", "loadgen", "roles", "keys generate", "version"} {
 		stdout, _, code = run(append(strings.Fields(c), "--help")...)
 		require.Zero(t, code, c)
 		require.Contains(t, stdout, "Examples:", "%s --help shows examples", c)
