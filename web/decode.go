@@ -21,8 +21,12 @@ func DecodeBody(c echo.Context, v any) error {
 	data, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		var tooBig *echo.HTTPError
-		if errors.As(err, &tooBig) {
+		var late *Error
+		switch {
+		case errors.As(err, &tooBig):
 			return tooBig // the body limit cut the read short
+		case errors.As(err, &late):
+			return late // the body read deadline passed
 		}
 		return BadRequest("the body could not be read: %v", err)
 	}
