@@ -247,6 +247,7 @@ func (c *client) open() bool {
 	now := time.Now().UnixNano()
 	c.lastAct.Store(now)
 	c.lastFlush = now
+	var leftRooms []string
 	res, err := g.mod.st.step(ctx, c.user, "open", c.sid)
 	if errors.Is(err, errTooManySessions) {
 		c.closeWithError(web.CodeLimitExceeded, "too many sessions for this user; close another device or tab", "", web.ClosePolicy, "too many sessions")
@@ -258,7 +259,7 @@ func (c *client) open() bool {
 		// session online forever: no deadline, no session.
 		err = g.mod.st.ping(ctx, c.sid, c.user, false)
 		if err == nil && g.cfg.Policy == config.PresencePolicyContacts {
-			err = g.mod.st.setRooms(ctx, c.user, c.rooms)
+			leftRooms, err = g.mod.st.setRooms(ctx, c.user, c.rooms)
 		}
 		if err != nil {
 			if closed, cerr := g.mod.st.step(ctx, c.user, "close", c.sid); cerr == nil {
@@ -288,6 +289,12 @@ func (c *client) open() bool {
 		} else {
 			c.lu.hydrated = true
 		}
+	}
+	if len(leftRooms) > 0 {
+		// This token dropped rooms: what they made visible is withdrawn,
+		// from this user (before the snapshot) and from their followers.
+		g.revalidateLocked(ctx, c.lu, c.rooms)
+		go g.mod.withdrawRooms(c.user)
 	}
 	c.sendSubjects(c.lu.followed(), "", true)
 	return true

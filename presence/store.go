@@ -21,10 +21,13 @@ var (
 	pingApplyLua string
 	//go:embed lua/expire.lua
 	expireLua string
+	//go:embed lua/rooms.lua
+	roomsLua string
 
 	sessionScript   = store.NewScript("presence_session", sessionLua)
 	pingApplyScript = store.NewScript("presence_ping_apply", pingApplyLua)
 	expireScript    = store.NewScript("presence_expire", expireLua)
+	roomsScript     = store.NewScript("presence_rooms", roomsLua)
 )
 
 // Errors of session operations.
@@ -194,25 +197,28 @@ func (s *stateStore) inactive(ctx context.Context, sid, user, reason string) err
 }
 
 // setRooms records the rooms of the user's latest token, for the shared
-// room rule of the contacts policy.
-func (s *stateStore) setRooms(ctx context.Context, user string, rooms []string) error {
-	key := s.keys.user(user).rooms
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, key)
-		if len(rooms) > 0 {
-			members := make([]any, len(rooms))
-			for i, r := range rooms {
-				members[i] = r
-			}
-			p.SAdd(ctx, key, members...)
-			p.PExpire(ctx, key, s.cfg.OfflineRetention)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("presence: record rooms: %w", err)
+// room rule of the contacts policy, and returns the rooms the previous
+// token had and this one has not.
+func (s *stateStore) setRooms(ctx context.Context, user string, rooms []string) ([]string, error) {
+	argv := make([]any, 0, 1+len(rooms))
+	argv = append(argv, s.cfg.OfflineRetention.Milliseconds())
+	for _, r := range rooms {
+		argv = append(argv, r)
 	}
-	return nil
+	left, err := roomsScript.Run(ctx, s.rdb, []string{s.keys.user(user).rooms}, argv...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("presence: record rooms: %w", err)
+	}
+	return left, nil
+}
+
+// followers returns the users following user.
+func (s *stateStore) followers(ctx context.Context, user string) ([]string, error) {
+	ids, err := s.rdb.SMembers(ctx, s.keys.user(user).followers).Result()
+	if err != nil {
+		return nil, fmt.Errorf("presence: read followers: %w", err)
+	}
+	return ids, nil
 }
 
 // sharesRoom tells, for each subject, whether it is in one of rooms.
