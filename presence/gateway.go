@@ -168,6 +168,16 @@ func (g *gateway) run(ctx context.Context) error {
 		}
 		defer g.mod.hub.Unsubscribe(topic, sub)
 	}
+	// The lease before the first connection: a session recorded under a
+	// gateway without a lease would never be reaped.
+	l := &lease{g: g, ttl: g.cfg.GatewayLease}
+	if err := l.register(ctx); err != nil {
+		return err
+	}
+	g.mod.st.gateway = g.mod.id
+	leaseDone := make(chan struct{})
+	go func() { defer close(leaseDone); l.run(ctx) }()
+	defer func() { <-leaseDone }()
 	close(g.listening)
 	count := g.countSessions
 	g.m.sessions.count.Store(&count)

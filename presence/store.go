@@ -46,6 +46,9 @@ type stateStore struct {
 	cfg     config.Presence
 	cluster bool
 	pubCmd  string
+	// gateway is this process's id when it serves connections: the
+	// sessions it opens are recorded under its lease.
+	gateway string
 }
 
 // newStateStore publishes changes from its scripts with pubCmd, the hub's
@@ -165,17 +168,30 @@ func (s *stateStore) statuses(ctx context.Context, users []string) ([]*Status, e
 }
 
 // ping records a session's liveness (or, with closed, its last sign of
-// life before the grace period) in its shard's pings stream.
+// life before the grace period) in its shard's pings stream, and whether
+// this gateway serves it (for the gateway's lease: a closed session is no
+// longer this gateway's). One round trip: the keys share the shard's slot.
 func (s *stateStore) ping(ctx context.Context, sid, user string, closed bool) error {
 	sk := s.keys.shard(s.keys.shardOf(user))
 	ttl, kind := s.cfg.PingInterval*time.Duration(s.cfg.MissBudget), "p"
 	if closed {
 		ttl, kind = s.cfg.Grace, "c"
 	}
-	err := s.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: sk.pings, MaxLen: s.cfg.PingsMaxLen, Approx: true,
-		Values: []any{"m", member(sid, user), "t", ttl.Milliseconds(), "k", kind},
-	}).Err()
+	mem := member(sid, user)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{
+			Stream: sk.pings, MaxLen: s.cfg.PingsMaxLen, Approx: true,
+			Values: []any{"m", mem, "t", ttl.Milliseconds(), "k", kind},
+		})
+		if s.gateway != "" {
+			if closed {
+				p.SRem(ctx, sk.gateway(s.gateway), mem)
+			} else {
+				p.SAdd(ctx, sk.gateway(s.gateway), mem)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("presence: ping: %w", err)
 	}
@@ -186,10 +202,17 @@ func (s *stateStore) ping(ctx context.Context, sid, user string, closed bool) er
 // disconnect), so the cleanup consumer clears its lifecycle entries.
 func (s *stateStore) inactive(ctx context.Context, sid, user, reason string) error {
 	sk := s.keys.shard(s.keys.shardOf(user))
-	err := s.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: sk.events, MaxLen: s.cfg.EventsMaxLen, Approx: true,
-		Values: []any{"m", member(sid, user), "r", reason, "d", 0},
-	}).Err()
+	mem := member(sid, user)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{
+			Stream: sk.events, MaxLen: s.cfg.EventsMaxLen, Approx: true,
+			Values: []any{"m", mem, "r", reason, "d", 0},
+		})
+		if s.gateway != "" {
+			p.SRem(ctx, sk.gateway(s.gateway), mem)
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("presence: inactive event: %w", err)
 	}
