@@ -2,6 +2,7 @@ package booking
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -118,4 +119,24 @@ func TestCommittedHoldReplaysPastTheGates(t *testing.T) {
 	changed.Seats = []int64{seats[5]}
 	_, err = b.holds.Hold(ctx, changed)
 	require.Equal(t, http.StatusTooManyRequests, err.(*web.Error).Status)
+}
+
+// A reservation that ends leaves, in its own transaction, an outbox event
+// that releases its seat hints again: a process killed between the commit
+// and the release, or a Redis failing then, does not block the seats for
+// the hold's time.
+func TestEndedReservationReleasesHintsDurably(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	event, seats := b.event(t, "A:1x10@100")
+	_, r, err := b.hold(t, event, "leaver", "k", []int64{seats[6], seats[7]}, "")
+	require.NoError(t, err)
+	_, err = b.holds.Cancel(context.Background(), r.ID, b.uid("leaver"))
+	require.NoError(t, err)
+	var payload []byte
+	require.NoError(t, b.db.QueryRow(context.Background(),
+		`SELECT payload FROM outbox WHERE kind = $1 AND aggregate_id = $2`, KindHintsReleased, r.ID).Scan(&payload))
+	var p HintsReleased
+	require.NoError(t, json.Unmarshal(payload, &p))
+	require.Equal(t, HintsReleased{Event: event, Reservation: r.ID, Seats: []int64{seats[6], seats[7]}}, p)
 }
