@@ -56,14 +56,15 @@ func ParseEnvelope(msg []byte) (Envelope, *ProtocolError) {
 		}
 		return env, &ProtocolError{Code: CodeBadJSON, Message: "the frame is not one JSON envelope: " + err.Error()}
 	}
+	if len(env.ID) > 64 {
+		// Checked first: no refusal echoes an oversized id back.
+		return Envelope{}, &ProtocolError{Code: CodeBadPayload, Message: "id is longer than 64 characters"}
+	}
 	if env.V != ProtocolVersion {
 		return env, &ProtocolError{Code: CodeUnsupportedVersion, Message: "v must be 1"}
 	}
 	if env.Event == "" {
 		return env, &ProtocolError{Code: CodeBadPayload, Message: "event is required"}
-	}
-	if len(env.ID) > 64 {
-		return Envelope{}, &ProtocolError{Code: CodeBadPayload, Message: "id is longer than 64 characters"}
 	}
 	return env, nil
 }
