@@ -70,6 +70,7 @@ func TestZeroConfigServerTakesLocalLoad(t *testing.T) {
 	// --data-dir: the generator signs with the server's development secrets.
 	lg := exec.Command(bin, "loadgen", "viewers", "--target", base, "--data-dir", data,
 		"-d", "3s", "-c", "64", "--viewers", "3000", "--interval", "2s", "--count-rate", "50", "--json")
+	lg.Env = append(os.Environ(), "PRESENCED_DATA_DIR="+data) // as the server's: its secrets
 	var out, progress strings.Builder
 	lg.Stdout, lg.Stderr = &out, &progress
 	require.NoError(t, lg.Run(), "loadgen: %s\n%s", progress.String(), out.String())
