@@ -161,6 +161,9 @@ func (h *holdsPlane) listEvents(c echo.Context) error {
 		limit = n
 	}
 	after := c.QueryParam("after")
+	if after != "" && !validEventID(after) {
+		return web.BadRequest("after must be an event id")
+	}
 	evs, err := listEvents(c.Request().Context(), h.db, after, limit, nowFunc())
 	if err != nil {
 		return storeError("list events", err)
@@ -174,6 +177,10 @@ func (h *holdsPlane) listEvents(c echo.Context) error {
 
 // GET /v1/admin/events/:event
 func (h *holdsPlane) getEvent(c echo.Context) error {
+	// An id no event can have (PostgreSQL would refuse a NUL) names none.
+	if !validEventID(c.Param("event")) {
+		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+	}
 	v, err := loadEvent(c.Request().Context(), h.db, c.Param("event"), nowFunc())
 	if errors.Is(err, errNoEvent) {
 		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
@@ -187,6 +194,9 @@ func (h *holdsPlane) getEvent(c echo.Context) error {
 // DELETE /v1/admin/events/:event
 func (h *holdsPlane) deleteEvent(c echo.Context) error {
 	id := c.Param("event")
+	if !validEventID(id) {
+		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+	}
 	err := deleteEvent(c.Request().Context(), h.db, id)
 	switch {
 	case errors.Is(err, errNoEvent):

@@ -83,6 +83,16 @@ func TestAdminReadsEventsWithSaleStateAndCounts(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, code, string(body))
 	code, _ = do("GET", "/v1/admin/events/"+prefix+"missing")
 	require.Equal(t, http.StatusNotFound, code)
+	// Ids PostgreSQL would refuse (a NUL, invalid UTF-8) are the client's
+	// mistake: a 4xx, never a store error.
+	for _, bad := range []string{"%00x", "%ff%fe"} {
+		code, body = do("GET", "/v1/admin/events/"+bad)
+		require.Equal(t, http.StatusNotFound, code, string(body))
+		code, body = do("DELETE", "/v1/admin/events/"+bad)
+		require.Equal(t, http.StatusNotFound, code, string(body))
+		code, body = do("GET", "/v1/admin/events?after="+bad)
+		require.Equal(t, http.StatusBadRequest, code, string(body))
+	}
 
 	// A pending reservation keeps the event; once it ended, the event goes
 	// with its seats and that reservation.
