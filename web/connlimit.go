@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/presenced/presenced/internal/promlabels"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -29,6 +30,13 @@ type connLimit struct {
 	refused *prometheus.CounterVec
 }
 
+// The caps a connection can be refused by: the label values of
+// presenced_http_refused_connections_total.
+const (
+	capProcess = "process"
+	capAddress = "address"
+)
+
 // refusalBody is the one error shape, written by hand: no handler runs.
 const refusalBody = `{"error":{"code":"too_many_connections","message":"%s; retry later"}}`
 
@@ -46,6 +54,9 @@ func newConnLimit(max, perIP int, exempt []string, tls bool, reg prometheus.Regi
 			Help: "Connections refused at accept, by cap: process or address.",
 		}, []string{"cap"}),
 	}
+	// Both caps' series exist from the start, so an alert on their rate
+	// works before the first refusal.
+	promlabels.Init(func(v ...string) { l.refused.WithLabelValues(v...) }, []string{capProcess, capAddress})
 	for _, cidr := range exempt {
 		if p, err := netip.ParsePrefix(cidr); err == nil {
 			l.exempt = append(l.exempt, p.Masked())
@@ -76,11 +87,11 @@ func (l *connLimit) take(addr netip.Addr) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.total >= l.max {
-		return "process"
+		return capProcess
 	}
 	if l.perIP > 0 && !l.exempted(addr) {
 		if l.byIP[addr] >= l.perIP {
-			return "address"
+			return capAddress
 		}
 		l.byIP[addr]++
 	}
@@ -139,7 +150,7 @@ func (l *connLimit) refuse(c net.Conn, cap string) {
 		return
 	}
 	msg := "this server holds too many connections"
-	if cap == "address" {
+	if cap == capAddress {
 		msg = "too many connections from your address"
 	}
 	body := fmt.Sprintf(refusalBody, msg)
