@@ -24,6 +24,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
+	"github.com/presenced/presenced/internal/spectest"
 	"github.com/presenced/presenced/payments/ticketcode"
 	"github.com/presenced/presenced/web"
 )
@@ -48,6 +49,7 @@ func serve(t *testing.T, g *Gate) string {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = web.ErrorHandler(quiet())
+	spectest.Validate(t, e) // every answer of the gate as docs/openapi.yaml says
 	g.Routes(e)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
