@@ -97,6 +97,12 @@ func tab(t *testing.T, browserCtx context.Context, name string, isolated bool) c
 	return ctx
 }
 
+// closeTab closes the tab as a person closing the window would.
+func closeTab(t *testing.T, ctx context.Context) {
+	t.Helper()
+	require.NoError(t, chromedp.Cancel(ctx))
+}
+
 // run runs actions with a generous deadline: the machine is shared.
 func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
@@ -167,7 +173,7 @@ func shot(t *testing.T, ctx context.Context, name string) {
 func saveShot(t *testing.T, ctx context.Context, name string) {
 	c, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(c, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(c, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Logf("screenshot %s: %v", name, err)
 		return

@@ -28,6 +28,9 @@ func server(t *testing.T, tune ...func(*config.Config)) *apptest.Server {
 	cfg.Presence.SchedulerInterval = 100 * time.Millisecond
 	cfg.Waitingroom.PositionInterval = time.Second
 	cfg.Waitingroom.KeepaliveInterval = time.Second
+	// A loop blocked in a Redis read can take seconds to notice the stop
+	// on a busy machine; the browser tests are not about shutdown.
+	cfg.HTTP.ShutdownTimeout = 15 * time.Second
 	for _, f := range tune {
 		f(&cfg)
 	}

@@ -58,6 +58,9 @@ async function room() {
 function parseMetrics(body) {
   const out = [];
   for (const line of body.split('\n')) {
+    // A declared family without series yet (nothing happened) reads 0.
+    const decl = /^# TYPE (\S+)/.exec(line);
+    if (decl) out.push({ name: decl[1], labels: { declared: 'true' }, value: 0 });
     const m = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
     if (!m) continue;
     const labels = {};

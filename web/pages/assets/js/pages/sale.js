@@ -56,13 +56,20 @@ $('join-form').addEventListener('submit', async (ev) => {
   }
 });
 
+function signedIn() {
+  show('join-form', false);
+  text('you-line', `You are ${saved.user}.`);
+  show('you-line', true);
+}
+
 function joinLine() {
+  signedIn();
   show('step-line', true);
   $('join').disabled = true;
   room?.close();
   room = new WaitingRoom({ event, token: saved.token });
   room.on('state', (s) => {
-    text('line-state', stateWords(s));
+    text('line-state', room.admitted ? 'done: you are in' : stateWords(s));
     document.body.dataset.line = s;
     if (s === 'failed') say('This event has no waiting room open: an operator opens it on the ops page.');
     if (s === 'unauthorized') say('Your sign-in was refused: sign in again.');
@@ -362,6 +369,11 @@ function showHold(r) {
   $('step-hold').dataset.reservation = r.id;
   $('step-hold').dataset.status = r.status;
   clearInterval(countdownTimer);
+  const paid = r.status === 'PAID';
+  show('hold-timer', !paid);
+  show('hold-actions', !paid);
+  text('hold-title', paid ? '4. Paid: the seats are yours' : '4. Your hold');
+  if (paid) return;
   const tick = () => {
     const left = (Date.parse(r.expiresAt) - Date.now()) / 1000;
     text('countdown', clock(left));
@@ -435,8 +447,7 @@ async function followPayment() {
       const now = await request(base, `/v1/reservations/${r.id}`, { token: saved.token });
       $('step-hold').dataset.status = now.status;
       if (now.status === 'PAID') {
-        clearInterval(countdownTimer);
-        text('countdown', 'paid');
+        showHold(now);
         text('pay-state', 'Paid. Your tickets are being issued…');
         return tickets(r.id);
       }
@@ -526,6 +537,7 @@ afterPaint(async () => {
   live.start();
   window.addEventListener('resize', draw);
 
+  if (saved.token) signedIn();
   if (saved.token && saved.reservation) {
     // Back from the checkout page, or a reload during the hold.
     try {
