@@ -65,6 +65,8 @@ function fakeSockets() {
     }
     close(code, reason) {
       this.closedByClient = { code, reason };
+      // Node 20's WebSocket reports closing a connecting socket as an error.
+      if (this.failing) this.onerror?.({});
     }
     // server side
     open() {
@@ -75,6 +77,10 @@ function fakeSockets() {
     }
     drop(code = 1006, reason = '') {
       this.onclose?.({ code, reason });
+    }
+    fail() {
+      this.failing = true;
+      this.onerror?.({});
     }
   }
   return { WebSocket: FakeWebSocket, made, last: () => made[made.length - 1] };
@@ -159,6 +165,20 @@ test('a connection that stays up resets the backoff; one dropped at once does no
   ws.last().open();
   clock.advance(10000);
   assert.equal(conn.attempt, 0);
+});
+
+test('a handshake that errors without a close event still reconnects, once', () => {
+  const { clock, ws, conn } = connection();
+  conn.connect();
+  ws.last().fail(); // Node 20's WebSocket: an error, and never a close
+  assert.equal(conn.state, 'waiting');
+  ws.made[0].drop(1006); // a close arriving late changes nothing
+  clock.advance(1000);
+  assert.equal(ws.made.length, 2);
+  ws.last().fail();
+  ws.last().drop(1006);
+  clock.advance(2000);
+  assert.equal(ws.made.length, 3);
 });
 
 test('1012 waits the reconnectMs the server drew, then reconnects', () => {

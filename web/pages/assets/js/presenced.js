@@ -338,11 +338,10 @@ export class Connection extends Emitter {
     ws.onmessage = (ev) => {
       if (gen === this.#generation) this.emit('message', ev.data);
     };
-    ws.onerror = () => {
-      // A close event always follows; it carries what can be known.
-    };
-    ws.onclose = (ev) => {
-      if (gen !== this.#generation) return;
+    let ended = false;
+    const end = (ev) => {
+      if (ended || gen !== this.#generation) return;
+      ended = true;
       this.#ws = null;
       if (this.#stableTimer) {
         clock.clearTimeout(this.#stableTimer);
@@ -352,6 +351,21 @@ export class Connection extends Emitter {
       this.emit('close', info);
       this.#afterClose(info, gen);
     };
+    ws.onerror = () => {
+      // A browser follows an error with a close event; some WebSocket
+      // implementations (Node 20's) never close a socket that failed to
+      // connect. A handshake that failed is a 1006 either way.
+      if (this.#opened || ended) return;
+      end({ code: 1006, reason: '' });
+      try {
+        // Some implementations report the close of a connecting socket as
+        // another error: ended is set first, so that one returns above.
+        ws.close();
+      } catch {
+        // never opened
+      }
+    };
+    ws.onclose = (ev) => end(ev);
   }
 
   async #afterClose(info, gen) {
