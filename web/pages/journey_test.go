@@ -150,6 +150,9 @@ func TestBrowserSaleFromQueueToTicket(t *testing.T) {
 	shot(t, ops, "ops")
 	accessible(t, fan)
 	shot(t, fan, "sale-queue")
+	phone(t, fan)
+	shot(t, fan, "sale-phone")
+	desktop(t, fan)
 
 	// Capacity and resume: the fan is let in.
 	run(t, ops,

@@ -780,6 +780,8 @@ export class Presence extends Emitter {
   #request(event, payload) {
     const id = 'p' + ++this.#seq;
     this.#pending.set(id, event);
+    // Requests silent on success never hear back: keep only recent ones.
+    if (this.#pending.size > 256) this.#pending.delete(this.#pending.keys().next().value);
     // Not connected: the state is kept and sent on the next open.
     return this.#conn.send({ v: 1, event, payload, id });
   }
