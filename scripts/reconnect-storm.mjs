@@ -13,13 +13,16 @@
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
-import { Connection, wsURL } from '../web/pages/assets/js/presenced.js';
+import { Connection, Presence, signInDemo, wsURL } from '../web/pages/assets/js/presenced.js';
 
 const { values: args } = parseArgs({
   options: {
     url: { type: 'string', default: 'http://127.0.0.1:18080' },
     clients: { type: 'string', default: '2000' },
     hotel: { type: 'string', default: 'lisbon-100' },
+    // viewers: a Connection with count:subscribe; presence: a Presence
+    // (demo sign-in) following five other clients, resubscribed on reconnect.
+    protocol: { type: 'string', default: 'viewers' },
     ready: { type: 'string', default: '' },
     timeout: { type: 'string', default: '180' },
   },
@@ -42,11 +45,35 @@ let closedForRestart = 0;
 const states = new Map();
 const closeCodes = {};
 
+const presence = args.protocol === 'presence';
+const kind = presence ? 'presence' : 'viewers';
+const tokens = [];
+let users = [];
+if (presence) {
+  const run = `s${Date.now().toString(36)}`;
+  for (let i = 0; i < N; i += 50) {
+    const batch = [];
+    for (let j = i; j < Math.min(N, i + 50); j++) batch.push(signInDemo(base, `${run}-${j}`));
+    for (const a of await Promise.all(batch)) tokens.push(a.token);
+  }
+  users = tokens.map((_, i) => `${run}-${i}`);
+}
+
 for (let i = 0; i < N; i++) {
-  const c = new Connection({ url: wsURL(base, '/v1/viewers/ws') });
+  let c;
+  let start;
+  if (presence) {
+    const p = new Presence({ base, token: tokens[i] });
+    p.follow(...[1, 2, 3, 4, 5].map((k) => users[(i + k) % N]));
+    c = p.connection;
+    start = () => p.connect();
+  } else {
+    c = new Connection({ url: wsURL(base, '/v1/viewers/ws') });
+    c.on('open', () => c.send({ v: 1, event: 'count:subscribe', payload: { hotels: [args.hotel] }, id: 's' }));
+    start = () => c.connect();
+  }
   let everOpen = false;
   c.on('open', () => {
-    c.send({ v: 1, event: 'count:subscribe', payload: { hotels: [args.hotel] }, id: 's' });
     if (!everOpen) {
       everOpen = true;
       connected++;
@@ -62,14 +89,14 @@ for (let i = 0; i < N; i++) {
     if (info.code === 1012) restartWaits.push(JSON.parse(info.reason).reconnectMs);
   });
   c.on('state', (s) => states.set(i, s));
-  conns.push(c);
+  conns.push({ c, start });
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Open them over about two seconds: the first connect is not the storm.
 for (let i = 0; i < N; i++) {
-  conns[i].connect();
+  conns[i].start();
   if (i % 100 === 99) await sleep(100);
 }
 const deadline = Date.now() + Number(args.timeout) * 1000;
@@ -84,7 +111,7 @@ let scraping = true;
   while (scraping) {
     try {
       const body = await (await fetch(base + '/metrics')).text();
-      const m = /^presenced_realtime_connections\{kind="viewers"\} (\S+)$/m.exec(body);
+      const m = new RegExp(`^presenced_realtime_connections\\{kind="${kind}"\\} (\\S+)$`, 'm').exec(body);
       gauge.push([Date.now(), m ? Number(m[1]) : 0]);
     } catch {
       gauge.push([Date.now(), null]); // restarting
@@ -131,6 +158,7 @@ const firstUp = gauge.find(([t, v]) => t > t0 && v !== null && gauge.some(([t2, 
 
 console.log(JSON.stringify({
   clients: N,
+  protocol: kind,
   closes: closeCodes,
   reconnected: opens.length,
   serverDownToFirstAnswer: firstUp ? ((firstUp[0] - t0) / 1000).toFixed(1) + ' s' : 'back within one scrape (250 ms)',
@@ -141,5 +169,5 @@ console.log(JSON.stringify({
   peakAcceptsPerSecond: Math.max(...perSecond),
   statesAtEnd: [...states.values()].reduce((m, s) => ((m[s] = (m[s] ?? 0) + 1), m), {}),
 }, null, 1));
-for (const c of conns) c.close();
+for (const { c } of conns) c.close();
 process.exit(opens.length >= N ? 0 : 1);

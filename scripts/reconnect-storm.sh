@@ -15,6 +15,9 @@ PORT=${PORT:-18099}
 # and the server stays down DOWN seconds (the clients' own backoff spreads them).
 MODE=${MODE:-restart}
 DOWN=${DOWN:-15}
+# PROTOCOL=viewers (a count subscription each) or presence (a signed-in
+# Presence following five others, resubscribed after the reconnect).
+PROTOCOL=${PROTOCOL:-viewers}
 work=$(mktemp -d)
 bin="$work/presenced"
 go build -o "$bin" .
@@ -41,7 +44,7 @@ trap 'stop; for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done' EXIT
 start
 "$bin" demo --data-dir "$work/var" >/dev/null
 node --experimental-websocket scripts/reconnect-storm.mjs --url "$url" --clients "$CLIENTS" \
-  --hotel lisbon-100 --ready "$work/ready" >"$work/storm.out" 2>&1 &
+  --hotel lisbon-100 --protocol "$PROTOCOL" --ready "$work/ready" >"$work/storm.out" 2>&1 &
 storm=$!
 while [ ! -f "$work/ready" ]; do
   if ! kill -0 "$storm" 2>/dev/null; then cat "$work/storm.out"; exit 1; fi
