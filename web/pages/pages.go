@@ -12,6 +12,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -185,12 +186,23 @@ func (r *renderer) render(c echo.Context, name, title string, cfg map[string]any
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	h.Set(echo.HeaderCacheControl, "no-cache")
-	// Scripts and styles only from here: the pages use no CDN.
-	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; connect-src 'self' ws: wss:; frame-ancestors 'none'")
+	// Scripts, styles and sockets only from here: the pages use no CDN.
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; connect-src "+connectSrc(c.Request().Host)+"; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	c.Response().WriteHeader(http.StatusOK)
 	return r.tmpl[name].Execute(c.Response(), view{Title: title, Page: name, Nav: r.nav(name), Config: cfg, Site: r.site})
 }
+
+// connectSrc allows this origin's sockets: 'self' covers ws(s) only in
+// newer browsers, so the host is named too when it is a plain host[:port].
+func connectSrc(host string) string {
+	if !hostPattern.MatchString(host) {
+		return "'self'"
+	}
+	return "'self' ws://" + host + " wss://" + host
+}
+
+var hostPattern = regexp.MustCompile(`^[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$`)
 
 func (r *renderer) index(c echo.Context) error { return r.render(c, "index", "presenced", nil) }
 

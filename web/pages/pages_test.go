@@ -35,8 +35,14 @@ func TestIndexSaysWhatThisProcessServes(t *testing.T) {
 
 	status, _ = call(t, http.MethodGet, s.URL+"/demo/presence", nil, nil)
 	require.Equal(t, http.StatusNotFound, status)
-	status, _ = call(t, http.MethodGet, s.URL+"/demo/hotels", nil, nil)
-	require.Equal(t, http.StatusOK, status)
+	res, err := http.Get(s.URL + "/demo/hotels")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	// Nothing from elsewhere: scripts, styles and sockets of this origin only.
+	host := strings.TrimPrefix(s.URL, "http://")
+	require.Equal(t, "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; connect-src 'self' ws://"+host+" wss://"+host+"; frame-ancestors 'none'",
+		res.Header.Get("Content-Security-Policy"))
 }
 
 func TestClientAndAssetsAreServedFromTheBinary(t *testing.T) {

@@ -129,6 +129,12 @@ function start(token) {
   presence.on('state', (s) => {
     text('conn-state', stateWords(s));
     document.body.dataset.presence = s;
+    if (s === 'unauthorized') {
+      // The token expired or was refused: sign in again.
+      show('signin', true);
+      $('signin-button').disabled = false;
+      text('signin-help', 'Your sign-in ended: sign in again.');
+    }
   });
   presence.on('status', paint);
   presence.on('self', (s) => {

@@ -352,7 +352,16 @@ $('hold').addEventListener('click', async () => {
       showHold(r);
       return;
     }
-    say(explain(err));
+    if (err instanceof ApiError && err.code === 'not_admitted') {
+      // The checkout slot ran out before the hold: back into the line.
+      pass = null;
+      delete document.body.dataset.admitted;
+      say('Your turn to pick seats has ended: join the line again.');
+      show('join-form', true);
+      $('join').disabled = false;
+    } else {
+      say(explain(err));
+    }
     refresh();
     updatePicked();
   }
