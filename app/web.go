@@ -3,6 +3,7 @@ package app
 import (
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -95,6 +96,11 @@ func (a *App) roleInfo() []pages.Role {
 func routeKeys(e *echo.Echo) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range e.Routes() {
+		// Groups with middleware add catch-all "echo_route_not_found"
+		// entries: not routes anyone can call.
+		if strings.HasPrefix(r.Method, "echo_") {
+			continue
+		}
 		out[r.Method+" "+r.Path] = true
 	}
 	return out

@@ -45,6 +45,20 @@ func TestIndexSaysWhatThisProcessServes(t *testing.T) {
 		res.Header.Get("Content-Security-Policy"))
 }
 
+func TestIndexListsOnlyCallableRoutes(t *testing.T) {
+	cfg := apptest.Config(t)
+	cfg.Roles = []string{"admit"}
+	s := apptest.Start(t, cfg)
+	status, body := call(t, http.MethodGet, s.URL+"/", nil, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(body), "<code>GET /v1/waitingroom/:event/ws</code>")
+	require.Contains(t, string(body), "<code>PUT /v1/admin/waitingrooms/:event</code>")
+	// The waiting room's admin group has middleware, for which echo adds
+	// catch-all entries: they are not routes.
+	require.NotContains(t, string(body), "echo_route_not_found")
+	require.Contains(t, string(body), `href="/demo/sale/demo-arena"`)
+}
+
 func TestClientAndAssetsAreServedFromTheBinary(t *testing.T) {
 	cfg := apptest.Config(t)
 	cfg.Roles = []string{"count"}
