@@ -2,6 +2,7 @@ package booking
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -64,6 +65,17 @@ type StayInventoryChanged struct {
 	To       string `json:"to"`
 }
 
+// KindHintsReleased is the outbox event of a reservation that ended: its
+// seat hints are released (owner-checked), however the process fared.
+const KindHintsReleased = "booking.hints_released"
+
+// HintsReleased is its payload.
+type HintsReleased struct {
+	Event       string  `json:"event"`
+	Reservation string  `json:"reservation"`
+	Seats       []int64 `json:"seats"`
+}
+
 // RegisterEffects adds booking's derived effects of outbox events to the
 // relay: an inventory change drops the cached seat map, then tells live
 // viewers; a stay inventory change drops the city's cached searches.
@@ -78,6 +90,14 @@ func (m *Module) RegisterEffects(ctx context.Context, h module.Host, r *outbox.R
 	}
 	r.Handle(KindInventoryChanged, newInvalidator(rdb, hb, m.keys).Handle)
 	r.Handle(KindStayInventoryChanged, newSearchInvalidator(rdb, m.keys).Handle)
+	hs := hints{rdb: rdb, keys: keys{ks: m.keys}}
+	r.Handle(KindHintsReleased, func(ctx context.Context, e outbox.Event) error {
+		var p HintsReleased
+		if err := json.Unmarshal(e.Payload, &p); err != nil || !validEventID(p.Event) || len(p.Seats) > 1000 {
+			return nil // nothing to release; not worth stopping the relay for
+		}
+		return hs.release(ctx, p.Event, p.Seats, p.Reservation)
+	})
 	return nil
 }
 

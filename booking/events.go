@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/presenced/presenced/internal/validate"
 )
 
 // maxSeatsPerEvent bounds one venue.
@@ -43,6 +44,9 @@ func (s *EventSpec) Validate() error {
 	if !validEventID(s.ID) {
 		errs = append(errs, "id: 1-64 letters, digits, '.', '_' or '-'")
 	}
+	if err := validate.Text("name", s.Name, validate.MaxNameBytes); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if s.Name == "" {
 		s.Name = s.ID
 	}
@@ -72,10 +76,13 @@ func (s *EventSpec) Validate() error {
 	total := 0
 	for i := range s.Sections {
 		sec := &s.Sections[i]
-		if !sectionIDPattern.MatchString(sec.ID) || seen[sec.ID] {
+		if !sectionIDPattern.Valid(sec.ID) || seen[sec.ID] {
 			errs = append(errs, fmt.Sprintf("section %q: ids are 1-16 letters, digits, '_' or '-', unique", sec.ID))
 		}
 		seen[sec.ID] = true
+		if err := validate.Text("section "+sec.ID+" name", sec.Name, validate.MaxNameBytes); err != nil {
+			errs = append(errs, err.Error())
+		}
 		if sec.Name == "" {
 			sec.Name = "Section " + sec.ID
 		}
@@ -195,7 +202,7 @@ type PromotionSpec struct {
 
 // CreatePromotion adds a promotion code to an event.
 func CreatePromotion(ctx context.Context, pool *pgxpool.Pool, event string, p PromotionSpec) error {
-	if !promoPattern.MatchString(p.Code) || p.DiscountBps < 1 || p.DiscountBps > 10_000 || p.MaxUses < 0 {
+	if !promoPattern.Valid(p.Code) || p.DiscountBps < 1 || p.DiscountBps > 10_000 || p.MaxUses < 0 {
 		return fmt.Errorf("invalid promotion: code 1-32 letters, digits, '_' or '-'; discountBps 1-10000; maxUses ≥ 0")
 	}
 	_, err := pool.Exec(ctx, `

@@ -16,11 +16,14 @@ var (
 	hintHoldLua string
 	//go:embed lua/hint_release.lua
 	hintReleaseLua string
+	//go:embed lua/hint_extend.lua
+	hintExtendLua string
 	//go:embed lua/rate.lua
 	rateLua string
 
 	hintHold    = store.NewScript("booking_hint_hold", hintHoldLua)
 	hintRelease = store.NewScript("booking_hint_release", hintReleaseLua)
+	hintExtend  = store.NewScript("booking_hint_extend", hintExtendLua)
 	rateScript  = store.NewScript("booking_rate", rateLua)
 )
 
@@ -41,6 +44,15 @@ func (h hints) take(ctx context.Context, event string, seats []int64, owner stri
 		return 0, nil
 	}
 	return seats[n-1], nil
+}
+
+// extend gives the hints still owned by owner a new time to live (the
+// hold's, once it committed).
+func (h hints) extend(ctx context.Context, event string, seats []int64, owner string, ttl time.Duration) error {
+	if err := hintExtend.Run(ctx, h.rdb, h.hintKeys(event, seats), owner, max(ttl.Milliseconds(), 1)).Err(); err != nil {
+		return fmt.Errorf("extend seat hints: %w", err)
+	}
+	return nil
 }
 
 // release drops the hints still owned by owner.

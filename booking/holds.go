@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/validate"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web"
 )
@@ -82,10 +84,16 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 	if err != nil {
 		return holdResult{}, err
 	}
-	if err := h.rateLimit(ctx, in.User); err != nil {
-		return holdResult{}, err
-	}
-	if err := h.verifyAdmission(ctx, in); err != nil {
+	if err := h.gates(ctx, in); err != nil {
+		// A retry of a committed hold gets its stored answer whatever the
+		// gates say now: the lease ends with a cancel or its time, Redis
+		// may have restarted empty, and a buyer retrying a timed-out 201
+		// must not be told 403 or 429. Looked up only on a refusal, so the
+		// admitted path costs no extra round trip.
+		if stored, ok := h.storedResponse(ctx, in, fp); ok {
+			h.m.idempotentHits.Inc()
+			return stored, nil
+		}
 		return holdResult{}, err
 	}
 	resID := uuid.Must(uuid.NewV7()).String() // time-ordered: inserts stay at the index tail
@@ -114,7 +122,9 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 	}
 	holdFor := time.Duration(ev.holdMinutes) * time.Minute
 	expiresAt := ev.now.Add(holdFor)
-	taken, err := h.hints.take(ctx, in.Event, seats, resID, time.Until(expiresAt))
+	// Hinted for a short claim only; the hints get the hold's time once it
+	// commits, so a process dying before the commit blocks nobody for long.
+	taken, err := h.hints.take(ctx, in.Event, seats, resID, min(h.cfg.HintClaimTTL, time.Until(expiresAt)))
 	if err != nil {
 		h.m.hintErrors.Inc()
 		return holdResult{}, web.Unavailable(time.Second, "seat hints unavailable; retry")
@@ -146,31 +156,77 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		return holdResult{}, storeError("commit hold", err)
 	}
 	committed = true
-	if err := h.admission.Extend(ctx, in.Event, in.User, holdFor); err != nil {
-		// The hold stands: PostgreSQL owns it. The buyer may have to
-		// re-verify at payment; count it so an operator sees it.
-		h.m.leaseExtendFail.Inc()
-		h.log.Warn("hold committed but the admission lease was not extended", "err", err)
-	}
+	h.afterCommit(ctx, in, seats, resID, holdFor, expiresAt)
 	for _, r := range ended {
 		h.releaseAfter(ctx, r, true)
 	}
 	return res, nil
 }
 
+// afterCommit extends, side by side so the answer waits for one round trip,
+// the seat hints to the hold's time and the buyer's admission lease to the
+// hold duration. A failure leaves the hold standing: PostgreSQL owns it.
+func (h *holdsPlane) afterCommit(ctx context.Context, in holdInput, seats []int64, resID string, holdFor time.Duration, expiresAt time.Time) {
+	hinted := make(chan error, 1)
+	go func() { hinted <- h.hints.extend(ctx, in.Event, seats, resID, time.Until(expiresAt)) }()
+	if err := h.admission.Extend(ctx, in.Event, in.User, holdFor); err != nil {
+		// The hold stands: PostgreSQL owns it. The buyer may have to
+		// re-verify at payment; count it so an operator sees it.
+		h.m.leaseExtendFail.Inc()
+		h.log.Warn("hold committed but the admission lease was not extended", "err", err)
+	}
+	if err := <-hinted; err != nil {
+		// The hints lapse after the claim time; the seat rows still say
+		// HELD, so a later buyer is refused by PostgreSQL instead.
+		h.m.hintErrors.Inc()
+		h.log.Debug("extend seat hints", "err", err)
+	}
+}
+
+// gates are the cheap refusals before any row lock: the user's rate, then
+// the admission pass and its lease.
+func (h *holdsPlane) gates(ctx context.Context, in holdInput) error {
+	if err := h.rateLimit(ctx, in.User); err != nil {
+		return err
+	}
+	return h.verifyAdmission(ctx, in)
+}
+
+const selectStored = `SELECT fingerprint, status_code, response FROM idempotency_keys WHERE user_id = $1 AND operation = $2 AND key = $3`
+
+// storedResponse returns the stored answer of an earlier identical request
+// under the same key, if there is one. It is keyed by user, so it tells
+// nobody else anything. A different request under the key is not replayed
+// here: the gate's refusal stands.
+func (h *holdsPlane) storedResponse(ctx context.Context, in holdInput, fp []byte) (holdResult, bool) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout)
+	defer cancel()
+	var storedFP []byte
+	var stored holdResult
+	err := h.db.QueryRow(ctx, selectStored, in.User, opHold, in.Key).Scan(&storedFP, &stored.Status, &stored.Body)
+	if err != nil || string(storedFP) != string(fp) {
+		return holdResult{}, false
+	}
+	stored.Replayed = true
+	return stored, true
+}
+
 // check validates the request and returns the sorted cart and the request
 // fingerprint.
 func (h *holdsPlane) check(in holdInput) ([]int64, []byte, error) {
+	keyErr := validate.Token("Idempotency-Key", in.Key, validate.MaxIdempotencyKeyBytes)
 	switch {
 	case !validEventID(in.Event):
 		return nil, nil, web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 	case in.Key == "":
 		return nil, nil, web.Errorf(http.StatusBadRequest, "idempotency_key_required", "an Idempotency-Key header is required")
-	case len(in.Key) > 255:
-		return nil, nil, web.Errorf(http.StatusBadRequest, "bad_idempotency_key", "the Idempotency-Key is longer than 255 characters")
+	case keyErr != nil:
+		// Printable only: PostgreSQL refuses invalid UTF-8 and NUL (a 500
+		// before), and a key with a newline would forge log lines.
+		return nil, nil, web.Errorf(http.StatusBadRequest, "bad_idempotency_key", "%v", keyErr)
 	case len(in.Seats) < 1 || len(in.Seats) > h.cfg.MaxSeatsPerHold:
 		return nil, nil, web.BadRequest("hold 1 to %d seats", h.cfg.MaxSeatsPerHold)
-	case in.PromoCode != "" && !promoPattern.MatchString(in.PromoCode):
+	case in.PromoCode != "" && !promoPattern.Valid(in.PromoCode):
 		return nil, nil, web.Errorf(http.StatusUnprocessableEntity, "invalid_promo_code", "no such promotion code")
 	}
 	seats := slices.Clone(in.Seats)
@@ -232,8 +288,7 @@ func (h *holdsPlane) prepare(ctx context.Context, tx pgx.Tx, in holdInput, seats
 	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
 		fmt.Sprint(h.cfg.LockTimeout.Milliseconds()), fmt.Sprint(h.cfg.StatementTimeout.Milliseconds()))
 	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, in.User+"\n"+opHold)
-	b.Queue(`SELECT fingerprint, status_code, response FROM idempotency_keys WHERE user_id = $1 AND operation = $2 AND key = $3`,
-		in.User, opHold, in.Key)
+	b.Queue(selectStored, in.User, opHold, in.Key)
 	b.Queue(`
 SELECT e.currency, e.starts_at, e.hold_minutes, clock_timestamp(),
        e.sale_opens_at <= clock_timestamp() AND (e.sale_closes_at IS NULL OR e.sale_closes_at > clock_timestamp()),
@@ -421,23 +476,30 @@ func (h *holdsPlane) releaseAfter(ctx context.Context, r *released, endLease boo
 }
 
 // storeError maps PostgreSQL failures to a retryable 503 (lock and
-// statement timeouts, deadlocks, lost connections) or, for constraint
-// violations that mean "taken", a 409. Anything else is a 500.
+// statement timeouts, deadlocks, a server starting, stopping or out of
+// connections, lost connections) or, for constraint violations that mean
+// "taken", a 409. Anything else is a 500.
 func storeError(what string, err error) error {
 	var apiErr *web.Error
 	if errors.As(err, &apiErr) {
 		return err
 	}
+	// Connection failures first: a refused connection wraps the server's
+	// own PgError (57P03 "the database system is starting up"), which is
+	// no bug of ours.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.SafeToRetry(err) || isConnError(err) {
+		return web.Unavailable(time.Second, "the database is unavailable; retry")
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "55P03", "57014", "40001", "40P01", "57P01", "53300":
+		if retryableState(pgErr.Code) {
 			return web.Unavailable(time.Second, "the database is busy; retry")
+		}
+		switch pgErr.Code {
 		case "23505":
 			switch pgErr.ConstraintName {
 			case "one_live_owner_per_seat":
-				e := web.Errorf(http.StatusConflict, "seats_unavailable", "a seat of the cart was taken")
-				return e
+				return web.Errorf(http.StatusConflict, "seats_unavailable", "a seat of the cart was taken")
 			case "one_active_checkout":
 				return web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
 			case "one_active_stay_checkout":
@@ -451,10 +513,20 @@ func storeError(what string, err error) error {
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.SafeToRetry(err) || isConnError(err) {
-		return web.Unavailable(time.Second, "the database is unavailable; retry")
-	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// retryableState tells whether a SQLSTATE means "try again": lock and
+// statement timeouts, serialization failures and deadlocks, a server that
+// is shutting down, restarting or starting (57P01-57P03, 57P05 idle
+// session timeout), out of connections or resources (class 53), and
+// connection exceptions (class 08).
+func retryableState(code string) bool {
+	switch code {
+	case "55P03", "57014", "40001", "40P01", "57P01", "57P02", "57P03", "57P05", "58030":
+		return true
+	}
+	return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "53")
 }
 
 func isConnError(err error) bool {

@@ -1,16 +1,15 @@
 package booking
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/internal/validate"
 	"github.com/presenced/presenced/web"
 )
 
@@ -37,7 +36,7 @@ func (h *holdsPlane) postHold(c echo.Context) error {
 	defer func() { timer.Observe(nowFunc().Sub(start).Seconds()) }()
 
 	var body holdBody
-	if err := decodeStrict(c, &body); err != nil {
+	if err := web.DecodeBody(c, &body); err != nil {
 		status = http.StatusBadRequest
 		return err
 	}
@@ -91,16 +90,18 @@ func (h *holdsPlane) cancelReservation(c echo.Context) error {
 }
 
 func reservationID(c echo.Context) (string, error) {
-	id := c.Param("id")
-	if _, err := uuid.Parse(id); err != nil {
+	// Only the canonical form: uuid.Parse also reads urn:uuid:… and
+	// braces, which PostgreSQL refuses (a 500 before).
+	id, err := validate.UUID("reservation id", c.Param("id"))
+	if err != nil {
 		return "", web.Errorf(http.StatusNotFound, "not_found", "no such reservation")
 	}
-	return strings.ToLower(id), nil
+	return id, nil
 }
 
 func (h *holdsPlane) postEvent(c echo.Context) error {
 	var spec EventSpec
-	if err := decodeStrict(c, &spec); err != nil {
+	if err := web.DecodeBody(c, &spec); err != nil {
 		return err
 	}
 	sum, err := CreateEvent(c.Request().Context(), h.db, spec)
@@ -117,7 +118,7 @@ func (h *holdsPlane) postEvent(c echo.Context) error {
 
 func (h *holdsPlane) postPromotion(c echo.Context) error {
 	var spec PromotionSpec
-	if err := decodeStrict(c, &spec); err != nil {
+	if err := web.DecodeBody(c, &spec); err != nil {
 		return err
 	}
 	err := CreatePromotion(c.Request().Context(), h.db, c.Param("event"), spec)
@@ -132,21 +133,4 @@ func (h *holdsPlane) postPromotion(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusCreated, spec)
-}
-
-// decodeStrict reads one JSON object, refusing unknown fields.
-func decodeStrict(c echo.Context, v any) error {
-	dec := json.NewDecoder(c.Request().Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *echo.HTTPError
-		if errors.As(err, &tooBig) {
-			return tooBig // the body limit cut the read short
-		}
-		return web.BadRequest("the body is not valid JSON for this request: %v", err)
-	}
-	if dec.More() {
-		return web.BadRequest("the body holds more than one JSON value")
-	}
-	return nil
 }

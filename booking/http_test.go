@@ -21,9 +21,14 @@ import (
 
 const testSecret = "booking-test-secret-booking-test-secret"
 
-func TestHoldOverHTTP(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+// httpClient calls one booking plane over HTTP: method, path, body and
+// headers in; status, headers and body out.
+type httpClient func(method, path, body string, hdr map[string]string) (int, http.Header, string)
+
+// serveHTTP mounts b's booking plane on a real server with the process's
+// middleware (body limit 4 KiB) and API key "admin-key".
+func serveHTTP(t *testing.T, b *bundle) httpClient {
+	t.Helper()
 	cfg := config.Default()
 	cfg.HTTP.BodyLimitBytes = 4096
 	srv, err := web.NewServer(cfg, prometheus.NewRegistry(), testenv.Logger())
@@ -33,8 +38,7 @@ func TestHoldOverHTTP(t *testing.T) {
 	b.holds.Routes(srv.Echo.Group(""), v.Middleware(), auth.RequireAPIKey("admin-key"))
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
-
-	do := func(method, path, body string, hdr map[string]string) (int, http.Header, string) {
+	return func(method, path, body string, hdr map[string]string) (int, http.Header, string) {
 		req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
 		require.NoError(t, err)
 		for k, v := range hdr {
@@ -46,6 +50,12 @@ func TestHoldOverHTTP(t *testing.T) {
 		out, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header, string(out)
 	}
+}
+
+func TestHoldOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	do := serveHTTP(t, b)
 
 	spec := `{"id":"http-` + b.run[:len(b.run)-1] + `","currency":"usd","startsAt":"2030-01-01T20:00:00Z","sections":[{"id":"A","rows":1,"seatsPerRow":4,"basePrice":2500}]}`
 	code, _, body := do("POST", "/v1/admin/events", spec, nil)

@@ -168,7 +168,7 @@ func newInvalidator(rdb redis.UniversalClient, h *hub.Hub, ks store.Keyspace) *i
 // Handle applies one inventory.changed event.
 func (inv *invalidator) Handle(ctx context.Context, e outbox.Event) error {
 	var p InventoryChanged
-	if err := json.Unmarshal(e.Payload, &p); err != nil || !validEventID(p.Event) || !sectionIDPattern.MatchString(p.Section) {
+	if err := json.Unmarshal(e.Payload, &p); err != nil || !validEventID(p.Event) || !sectionIDPattern.Valid(p.Section) {
 		return nil // nothing to invalidate; not worth stopping the relay for
 	}
 	if err := inv.rdb.Del(ctx, inv.keys.snapshot(p.Event, allScope)).Err(); err != nil {

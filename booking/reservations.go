@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/presenced/presenced/internal/outbox"
 )
 
 // released is what a reservation that just ended leaves to clean up after
@@ -97,6 +98,14 @@ func endReservation(ctx context.Context, tx pgx.Tx, id, status string, onlyIfExp
 	changes := &pgx.Batch{}
 	if err := queueSectionChanges(changes, r.event, perSection, -1); err != nil {
 		return nil, err
+	}
+	// The hints are released right after the commit; this event releases
+	// them again, durably, should this process die first or Redis fail:
+	// a hint must not block seats for the hold's time after it ended.
+	if len(r.seats) > 0 {
+		if err := outbox.Queue(changes, KindHintsReleased, id, HintsReleased{Event: r.event, Reservation: id, Seats: r.seats}); err != nil {
+			return nil, err
+		}
 	}
 	if err := tx.SendBatch(ctx, changes).Close(); err != nil {
 		return nil, fmt.Errorf("end reservation: record section changes: %w", err)

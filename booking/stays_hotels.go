@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // hotel time zones resolve even on hosts without a zoneinfo database
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/presenced/presenced/internal/validate"
 )
 
 // Limits of one hotel.
@@ -59,16 +59,8 @@ func nightsBetween(in, out time.Time) int { return int(out.Sub(in).Hours() / 24)
 
 // validText tells whether s is 1 to max characters of valid UTF-8 without
 // control characters: a name shown to people.
-func validText(s string, max int) bool {
-	if s == "" || !utf8.ValidString(s) || utf8.RuneCountInString(s) > max || strings.TrimSpace(s) != s {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
+func validText(s string, maxBytes int) bool {
+	return s != "" && strings.TrimSpace(s) == s && validate.Text("name", s, maxBytes) == nil
 }
 
 // HotelSpec describes a hotel to create: where it is, its room types, and

@@ -28,7 +28,7 @@ func (s *staysPlane) postStayHold(c echo.Context) error {
 		s.sm.holdDuration.Observe(nowFunc().Sub(start).Seconds())
 	}()
 	var body StayHoldRequest
-	if err := decodeStrict(c, &body); err != nil {
+	if err := web.DecodeBody(c, &body); err != nil {
 		status = http.StatusBadRequest
 		return err
 	}
@@ -55,7 +55,7 @@ func (s *staysPlane) postStayHold(c echo.Context) error {
 
 func (s *staysPlane) postHotel(c echo.Context) error {
 	var spec HotelSpec
-	if err := decodeStrict(c, &spec); err != nil {
+	if err := web.DecodeBody(c, &spec); err != nil {
 		return err
 	}
 	sum, err := CreateHotel(c.Request().Context(), s.db, spec)
@@ -76,7 +76,7 @@ type ratesBody struct {
 
 func (s *staysPlane) putRates(c echo.Context) error {
 	var body ratesBody
-	if err := decodeStrict(c, &body); err != nil {
+	if err := web.DecodeBody(c, &body); err != nil {
 		return err
 	}
 	hotel := c.Param("hotel")

@@ -1,17 +1,19 @@
 package booking
 
 import (
-	"regexp"
 	"strconv"
+
+	"github.com/presenced/presenced/internal/validate"
 )
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
+// The identifier rules are the shared ones of internal/validate; the
+// migration's CHECK constraints say the same.
 var (
-	eventIDPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	sectionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,15}$`)
-	promoPattern     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+	sectionIDPattern = validate.SectionID
+	promoPattern     = validate.PromoCode
 )
 
 // validEventID tells whether id can name an event (and a Redis hash tag).
-func validEventID(id string) bool { return eventIDPattern.MatchString(id) }
+func validEventID(id string) bool { return validate.EventID.Valid(id) }

@@ -15,6 +15,10 @@ type Booking struct {
 	// The expiry worker's period and batch.
 	ExpiryInterval time.Duration `yaml:"expiry_interval"`
 	ExpiryBatch    int           `yaml:"expiry_batch"`
+	// HintClaimTTL is how long a seat hint lives until its hold commits
+	// (then it lives as long as the hold): a process that dies between
+	// the hint and the commit blocks the seats this long, not the hold time.
+	HintClaimTTL time.Duration `yaml:"hint_claim_ttl"`
 	// Stored idempotent responses are kept this long.
 	IdempotencyTTL time.Duration `yaml:"idempotency_ttl"`
 	// Seat-map snapshots live this long in Redis.
@@ -45,6 +49,7 @@ func defaultBooking() Booking {
 		StatementTimeout: 5 * time.Second,
 		ExpiryInterval:   time.Second,
 		ExpiryBatch:      100,
+		HintClaimTTL:     15 * time.Second,
 		IdempotencyTTL:   24 * time.Hour,
 		SeatMapTTL:       2 * time.Second,
 		SeatMapFillWait:  500 * time.Millisecond,
@@ -70,10 +75,14 @@ func (b Booking) validate(bad badFunc) {
 		"booking.seat_map_ttl": b.SeatMapTTL, "booking.seat_map_fill_wait": b.SeatMapFillWait,
 		"booking.hotel_cache_ttl": b.HotelCacheTTL, "booking.search_cache_ttl": b.SearchCacheTTL,
 		"booking.search_max_age": b.SearchMaxAge,
+		"booking.hint_claim_ttl": b.HintClaimTTL,
 	} {
 		if d <= 0 {
 			bad(key, "must be a positive duration")
 		}
+	}
+	if b.HintClaimTTL < b.StatementTimeout {
+		bad("booking.hint_claim_ttl", "must be at least booking.statement_timeout, so a slow hold keeps its hints")
 	}
 	if b.ExpiryBatch <= 0 {
 		bad("booking.expiry_batch", "must be positive")

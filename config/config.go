@@ -50,10 +50,21 @@ type Log struct {
 type HTTP struct {
 	BodyLimitBytes    int64         `yaml:"body_limit_bytes"`
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
-	IdleTimeout       time.Duration `yaml:"idle_timeout"`
-	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`
-	TLSCert           string        `yaml:"tls_cert"`
-	TLSKey            string        `yaml:"tls_key"`
+	// BodyReadTimeout bounds reading a request body, so a client dripping
+	// one byte at a time cannot hold a connection; WebSocket and SSE
+	// streams, which have no body, are not affected.
+	BodyReadTimeout time.Duration `yaml:"body_read_timeout"`
+	// MaxConnections caps the open client connections of the process
+	// (sockets included); 0 takes 90 % of the open-file limit. Beyond it a
+	// connection is answered 503 too_many_connections and closed.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerIP caps one client address's connections (0: no
+	// cap). trusted_proxies, which carry many clients, are not capped.
+	MaxConnectionsPerIP int           `yaml:"max_connections_per_ip"`
+	IdleTimeout         time.Duration `yaml:"idle_timeout"`
+	ShutdownTimeout     time.Duration `yaml:"shutdown_timeout"`
+	TLSCert             string        `yaml:"tls_cert"`
+	TLSKey              string        `yaml:"tls_key"`
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// Pprof mounts Go's profiler at /debug/pprof/ (keep it off public ports).
@@ -141,11 +152,13 @@ func Default() Config {
 		DataDir: "./var",
 		Log:     Log{Level: "info", Format: "text"},
 		HTTP: HTTP{
-			BodyLimitBytes:    1 << 20,
-			ReadHeaderTimeout: 5 * time.Second,
-			IdleTimeout:       120 * time.Second,
-			ShutdownTimeout:   15 * time.Second,
-			SlowRequest:       time.Second,
+			BodyLimitBytes:      1 << 20,
+			ReadHeaderTimeout:   5 * time.Second,
+			BodyReadTimeout:     10 * time.Second,
+			MaxConnectionsPerIP: 2000,
+			IdleTimeout:         120 * time.Second,
+			ShutdownTimeout:     15 * time.Second,
+			SlowRequest:         time.Second,
 		},
 		Realtime: Realtime{
 			MaxMessageBytes:  4096,
@@ -221,6 +234,9 @@ func (c *Config) Validate() error {
 	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
 		bad("http.tls_cert", "tls_cert and tls_key must be set together")
 	}
+	if c.HTTP.MaxConnections < 0 || c.HTTP.MaxConnectionsPerIP < 0 {
+		bad("http.max_connections", "connection caps must not be negative (0: automatic / no cap per address)")
+	}
 	if c.HTTP.SlowRequest < 0 {
 		bad("http.slow_request", "must not be negative (0 turns slow-request logging off)")
 	}
@@ -231,6 +247,7 @@ func (c *Config) Validate() error {
 	}
 	positive := map[string]time.Duration{
 		"http.read_header_timeout":    c.HTTP.ReadHeaderTimeout,
+		"http.body_read_timeout":      c.HTTP.BodyReadTimeout,
 		"http.shutdown_timeout":       c.HTTP.ShutdownTimeout,
 		"realtime.ping_interval":      c.Realtime.PingInterval,
 		"realtime.pong_timeout":       c.Realtime.PongTimeout,

@@ -33,6 +33,12 @@ type Presence struct {
 	// OfflineRetention keeps an offline user's since / lastActiveAt.
 	OfflineRetention time.Duration `yaml:"offline_retention"`
 
+	// GatewayLease is how long a gateway's liveness lease lasts unrenewed
+	// (it renews every fifth of it). When it lapses (the process died), a
+	// worker ends that gateway's sessions at once: its users go offline
+	// within about this plus scheduler_interval, not the session TTL.
+	GatewayLease time.Duration `yaml:"gateway_lease"`
+
 	// Shards of the session lifecycle streams and indexes.
 	Shards            int           `yaml:"shards"`
 	SchedulerInterval time.Duration `yaml:"scheduler_interval"`
@@ -99,6 +105,7 @@ func defaultPresence() Presence {
 		Grace:                        15 * time.Second,
 		MaxSessionsPerUser:           16,
 		OfflineRetention:             7 * 24 * time.Hour,
+		GatewayLease:                 5 * time.Second,
 		Shards:                       16,
 		SchedulerInterval:            time.Second,
 		StreamPoll:                   100 * time.Millisecond,
@@ -157,6 +164,7 @@ func (p Presence) validate(bad badFunc) {
 		"presence.ping_interval":           p.PingInterval,
 		"presence.offline_retention":       p.OfflineRetention,
 		"presence.scheduler_interval":      p.SchedulerInterval,
+		"presence.gateway_lease":           p.GatewayLease,
 		"presence.stream_poll":             p.StreamPoll,
 		"presence.claim_idle":              p.ClaimIdle,
 		"presence.coalesce_tick":           p.CoalesceTick,

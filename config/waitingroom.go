@@ -34,6 +34,9 @@ type Waitingroom struct {
 	RetryAfter time.Duration `yaml:"retry_after"`
 	// StoreTimeout bounds one Redis call of a request.
 	StoreTimeout time.Duration `yaml:"store_timeout"`
+	// MaxSocketsPerUser caps one user's open sockets per event in one
+	// process (tabs and devices); more are refused with 429.
+	MaxSocketsPerUser int `yaml:"max_sockets_per_user"`
 	// SigningKey signs passes: "kid:base64(32-byte Ed25519 seed)". Only the
 	// admit plane needs it. Empty with no VerifyKeys: a development key in
 	// data_dir/keys.
@@ -62,6 +65,7 @@ func defaultWaitingroom() Waitingroom {
 		ETAWindow:               5 * time.Minute,
 		RetryAfter:              2 * time.Second,
 		StoreTimeout:            time.Second,
+		MaxSocketsPerUser:       5,
 		DefaultCapacity:         100,
 		DefaultBatch:            10,
 		DefaultLease:            5 * time.Minute,
@@ -70,6 +74,9 @@ func defaultWaitingroom() Waitingroom {
 }
 
 func (w Waitingroom) validate(bad badFunc) {
+	if w.MaxSocketsPerUser < 1 {
+		bad("waitingroom.max_sockets_per_user", "must be at least 1")
+	}
 	positive := map[string]time.Duration{
 		"waitingroom.tick_interval":      w.TickInterval,
 		"waitingroom.position_interval":  w.PositionInterval,

@@ -22,7 +22,11 @@ type Secrets struct {
 func (s *Secrets) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.APIKey, "api-key", "", "server API key (default: PRESENCED_API_KEY or the data folder's development secrets)")
 	fs.StringVar(&s.JWTSecret, "jwt-secret", "", "HS256 user-token secret (default: PRESENCED_JWT_SECRET or the development secrets)")
-	fs.StringVar(&s.DataDir, "data-dir", "./var", "data folder of a development server, for its secrets")
+	dataDir := os.Getenv("PRESENCED_DATA_DIR") // where `presenced serve` keeps it too
+	if dataDir == "" {
+		dataDir = "./var"
+	}
+	fs.StringVar(&s.DataDir, "data-dir", dataDir, "data folder of a development server, for its secrets (default $PRESENCED_DATA_DIR or ./var)")
 }
 
 // Resolve fills what the flags left empty from the environment, then from a

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/presenced/presenced/internal/validate"
 )
 
 // Provider events travel in Stripe's event shape, whichever provider sends
@@ -104,14 +104,6 @@ func kindOf(typ string) EventKind {
 
 // cleanToken: 1..max bytes of valid UTF-8 without spaces or control
 // characters.
-func cleanToken(s string, max int) bool {
-	if s == "" || len(s) > max || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) || unicode.IsSpace(r) {
-			return false
-		}
-	}
-	return true
+func cleanToken(s string, maxBytes int) bool {
+	return validate.Token("token", s, maxBytes) == nil
 }

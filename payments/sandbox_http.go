@@ -1,7 +1,6 @@
 package payments
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -21,10 +20,9 @@ func (s *sandbox) routes(g *echo.Group, admin echo.MiddlewareFunc) {
 
 func (s *sandbox) postConfirm(c echo.Context) error {
 	var body SandboxConfirm
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 4096))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		return web.BadRequest("the body is not a confirm request: %v", err)
+	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, 4096)
+	if err := web.DecodeBody(c, &body); err != nil {
+		return err
 	}
 	if !cleanToken(body.ClientSecret, 128) || len(body.Faults) > len(config.SandboxFaults) {
 		return web.BadRequest("clientSecret is required")

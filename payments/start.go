@@ -20,6 +20,7 @@ import (
 
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/outbox"
+	"github.com/presenced/presenced/internal/validate"
 	"github.com/presenced/presenced/payments/ticketcode"
 	"github.com/presenced/presenced/web"
 )
@@ -308,28 +309,26 @@ func unavailable(what string, err error) error {
 	return fmt.Errorf("%s: %w: %w", what, err, e)
 }
 
-// idempotencyKey validates the header: 1-255 printable ASCII characters.
+// idempotencyKey validates the header by the one rule every module uses
+// (validate.Token).
 func idempotencyKey(k string) (string, error) {
 	if k == "" {
 		return "", web.Errorf(http.StatusBadRequest, CodeIdempotencyRequired, "the Idempotency-Key header is required")
 	}
-	if len(k) > 255 {
-		return "", web.Errorf(http.StatusBadRequest, CodeBadIdempotencyKey, "Idempotency-Key: at most 255 characters")
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < 0x21 || k[i] > 0x7e {
-			return "", web.Errorf(http.StatusBadRequest, CodeBadIdempotencyKey, "Idempotency-Key: printable ASCII only")
-		}
+	if err := validate.Token("Idempotency-Key", k, validate.MaxIdempotencyKeyBytes); err != nil {
+		return "", web.Errorf(http.StatusBadRequest, CodeBadIdempotencyKey, "%v", err)
 	}
 	return k, nil
 }
 
+// uuidParam reads an id path parameter in the canonical UUID form only; an
+// id in any other shape names nothing here (404 code).
 func uuidParam(s, code, msg string) (string, error) {
-	u, err := uuid.Parse(s)
-	if err != nil || len(s) != 36 {
+	u, err := validate.UUID("id", s)
+	if err != nil {
 		return "", web.Errorf(http.StatusNotFound, code, "%s", msg)
 	}
-	return u.String(), nil
+	return u, nil
 }
 
 // emptyBody accepts no body or an empty JSON object: a start takes nothing

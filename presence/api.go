@@ -2,7 +2,6 @@ package presence
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -45,7 +44,7 @@ type queryBody struct {
 
 func (a *readAPI) query(c echo.Context) error {
 	var body queryBody
-	if err := decodeJSON(c, &body); err != nil {
+	if err := web.DecodeBody(c, &body); err != nil {
 		return err
 	}
 	if len(body.Users) == 0 {
@@ -80,7 +79,7 @@ func (a *readAPI) putContacts(c echo.Context) error {
 		return web.BadRequest("%q is not a valid user id", truncate(owner, 40))
 	}
 	var body contactsBody
-	if err := decodeJSON(c, &body); err != nil {
+	if err := web.DecodeBody(c, &body); err != nil {
 		return err
 	}
 	if body.Contacts == nil {
@@ -131,17 +130,4 @@ func (a *readAPI) unavailable(err error) error {
 	}
 	a.m.log.Warn("presence: read API", "err", err)
 	return web.Unavailable(time.Second, "presence store unavailable")
-}
-
-// decodeJSON strictly decodes a request body.
-func decodeJSON(c echo.Context, v any) error {
-	dec := json.NewDecoder(c.Request().Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return web.BadRequest("the body is not valid JSON for this endpoint: %v", err)
-	}
-	if dec.More() {
-		return web.BadRequest("the body holds more than one JSON value")
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package presence_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
@@ -194,4 +195,43 @@ func TestTokenRequired(t *testing.T) {
 	_, msg, err := ws.ReadMessage()
 	require.NoError(t, err)
 	require.Contains(t, string(msg), `"event":"presence:updated"`)
+}
+
+// Visibility granted through a shared room is withdrawn when the room goes:
+// alice's newest token drops r1, and mallory (who followed her through r1)
+// stops getting her updates at once; mallory's own reconnect without r1
+// does not bring her back in the snapshot.
+func TestLeavingARoomRevokes(t *testing.T) {
+	t.Parallel()
+	cfg := contactsConfig(t)
+	s := startServer(t, cfg)
+	u := func(n string) string { return n + "-" + cfg.Redis.Prefix }
+	alice, mallory := u("alice"), u("mallory")
+	a1 := connect(t, s, alice, "r1")
+	m := connect(t, s, mallory, "r1")
+	require.Equal(t, "online", m.subscribe(alice)[alice].Status)
+
+	// alice's newest token has no r1 (a second device, or a reconnect).
+	a2 := connect(t, s, alice, "r2")
+	e := m.nextError()
+	require.Equal(t, "forbidden", e.Code)
+	require.Equal(t, []string{alice}, e.Users)
+	a1.send("presence:update", map[string]any{"status": "busy"})
+	m.quiet(alice, 300*time.Millisecond)
+	code, _ := httpDo(t, "GET", s.base+"/v1/presence/users/"+alice, "", map[string]string{"Authorization": "Bearer " + token(t, mallory, "r1")})
+	require.Equal(t, 403, code)
+	_ = a2
+
+	// The other way round: mallory follows bob through r3, then
+	// reconnects with a token without r3.
+	bob := u("bob")
+	connect(t, s, bob, "r3")
+	m2 := connect(t, s, mallory, "r1", "r3")
+	m2.subscribe(bob)
+	m.closeAbruptly()
+	m2.closeAbruptly()
+	m3 := dialWS(t, s.base, http.Header{"Authorization": {"Bearer " + token(t, mallory)}})
+	f := m3.next("presence:updated")
+	require.Contains(t, string(f.Payload), `"resync":true`)
+	require.NotContains(t, string(f.Payload), bob, "the snapshot no longer holds bob")
 }

@@ -14,7 +14,8 @@ import (
 // them once, whatever its number of users).
 type controlMsg struct {
 	// T is the kind: "subs" (the user's subscriptions changed elsewhere),
-	// "contacts" (their contact list changed: revalidate), "notify" (a
+	// "contacts" (what they may see changed: their contact list, or the
+	// rooms of someone they follow; revalidate), "notify" (a
 	// user they wait for came online).
 	T    string  `json:"t"`
 	U    string  `json:"u"`
@@ -105,12 +106,23 @@ func (g *gateway) resyncSubscriptions(lu *localUser) {
 }
 
 // revalidate drops the subscriptions the user may no longer see after their
-// contact list changed, and tells their connections which.
+// contact list, or the rooms of someone they follow, changed.
 func (g *gateway) revalidate(lu *localUser) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	lu.changeMu.Lock()
 	defer lu.changeMu.Unlock()
+	clients := lu.clientList()
+	if len(clients) == 0 {
+		return
+	}
+	// The newest connection carries the user's latest token.
+	g.revalidateLocked(ctx, lu, clients[len(clients)-1].rooms)
+}
+
+// revalidateLocked is revalidate with lu.changeMu held and the viewer's
+// rooms given.
+func (g *gateway) revalidateLocked(ctx context.Context, lu *localUser, rooms []string) {
 	clients := lu.clientList()
 	if len(clients) == 0 {
 		return
@@ -121,7 +133,7 @@ func (g *gateway) revalidate(lu *localUser) {
 	for i, s := range subs {
 		ids[i] = s.id
 	}
-	forbidden, err := g.mod.policy.Forbidden(ctx, viewer{User: lu.id, Rooms: c.rooms}, ids)
+	forbidden, err := g.mod.policy.Forbidden(ctx, viewer{User: lu.id, Rooms: rooms}, ids)
 	if err != nil {
 		g.mod.log.Warn("presence: revalidate subscriptions", "err", err)
 		return
@@ -140,5 +152,24 @@ func (g *gateway) revalidate(lu *localUser) {
 	for _, c := range clients {
 		c.forget(dropped)
 		c.conn.Send(frame)
+	}
+}
+
+// withdrawRooms tells the gateways of everyone following user to check
+// again what they may see: user left rooms that may have been the only
+// thing they shared.
+func (m *Module) withdrawRooms(user string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	followers, err := m.st.followers(ctx, user)
+	if err != nil {
+		m.log.Warn("presence: withdraw rooms", "err", err)
+		return
+	}
+	for _, f := range followers {
+		if err := m.sendControl(ctx, controlMsg{T: "contacts", U: f}); err != nil {
+			m.log.Warn("presence: withdraw rooms", "err", err)
+			return
+		}
 	}
 }

@@ -168,6 +168,16 @@ func (g *gateway) run(ctx context.Context) error {
 		}
 		defer g.mod.hub.Unsubscribe(topic, sub)
 	}
+	// The lease before the first connection: a session recorded under a
+	// gateway without a lease would never be reaped.
+	l := &lease{g: g, ttl: g.cfg.GatewayLease}
+	if err := l.register(ctx); err != nil {
+		return err
+	}
+	g.mod.st.gateway = g.mod.id
+	leaseDone := make(chan struct{})
+	go func() { defer close(leaseDone); l.run(ctx) }()
+	defer func() { <-leaseDone }()
 	close(g.listening)
 	count := g.countSessions
 	g.m.sessions.count.Store(&count)
@@ -247,6 +257,7 @@ func (c *client) open() bool {
 	now := time.Now().UnixNano()
 	c.lastAct.Store(now)
 	c.lastFlush = now
+	var leftRooms []string
 	res, err := g.mod.st.step(ctx, c.user, "open", c.sid)
 	if errors.Is(err, errTooManySessions) {
 		c.closeWithError(web.CodeLimitExceeded, "too many sessions for this user; close another device or tab", "", web.ClosePolicy, "too many sessions")
@@ -258,7 +269,7 @@ func (c *client) open() bool {
 		// session online forever: no deadline, no session.
 		err = g.mod.st.ping(ctx, c.sid, c.user, false)
 		if err == nil && g.cfg.Policy == config.PresencePolicyContacts {
-			err = g.mod.st.setRooms(ctx, c.user, c.rooms)
+			leftRooms, err = g.mod.st.setRooms(ctx, c.user, c.rooms)
 		}
 		if err != nil {
 			if closed, cerr := g.mod.st.step(ctx, c.user, "close", c.sid); cerr == nil {
@@ -288,6 +299,12 @@ func (c *client) open() bool {
 		} else {
 			c.lu.hydrated = true
 		}
+	}
+	if len(leftRooms) > 0 {
+		// This token dropped rooms: what they made visible is withdrawn,
+		// from this user (before the snapshot) and from their followers.
+		g.revalidateLocked(ctx, c.lu, c.rooms)
+		go g.mod.withdrawRooms(c.user)
 	}
 	c.sendSubjects(c.lu.followed(), "", true)
 	return true

@@ -47,6 +47,22 @@ type shardKeys struct {
 	changes   string // STREAM of status changes for webhooks
 	dead      string // STREAM of dead-lettered entries
 	control   string // pub/sub channel of control messages for users of the shard
+	entity    store.EntityKeys
+}
+
+// gateway is the SET of members (sessions) gateway id serves in the shard.
+func (s shardKeys) gateway(id string) string { return s.entity.Key("gw", id) }
+
+// gatewayKeys hold the gateways' liveness leases, under one hash tag.
+type gatewayKeys struct {
+	leases  string // ZSET gateway id -> lease expiry ms
+	reaping string // ZSET gateway id -> claim ms, while a worker reaps it
+	reaped  string // ZSET gateway id -> ms: reaped lately, for its late renewal
+}
+
+func (k keys) gateways() gatewayKeys {
+	e := k.ks.Entity("presence-gw", "all")
+	return gatewayKeys{leases: e.Key("leases"), reaping: e.Key("reaping"), reaped: e.Key("reaped")}
 }
 
 func (k keys) shard(n int) shardKeys {
@@ -59,6 +75,7 @@ func (k keys) shard(n int) shardKeys {
 		changes:   e.Key("changes"),
 		dead:      e.Key("dead"),
 		control:   e.Key("control"),
+		entity:    e,
 	}
 }
 

@@ -105,7 +105,7 @@ func (m *Module) cleanup(ctx context.Context, c *consumer, shard int, msgs []red
 		mem := str(msg.Values["m"])
 		reason := str(msg.Values["r"])
 		sid, user, ok := splitMember(mem)
-		if !ok || (reason != "timeout" && reason != "closed" && reason != "disconnect") {
+		if !ok || (reason != "timeout" && reason != "closed" && reason != "disconnect" && reason != "gateway") {
 			if err := c.deadLetter(ctx, shard, msg.ID, "malformed inactive event"); err != nil {
 				m.log.Warn("presence: dead-letter event", "err", err)
 			}
@@ -153,6 +153,9 @@ func (m *Module) schedule(ctx context.Context, pings, events *consumer) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+		if err := m.reapGateways(ctx); err != nil && ctx.Err() == nil {
+			m.log.Warn("presence: gateway reaper", "err", err)
 		}
 		if err := m.scheduleOnce(ctx, pings, events); err != nil && ctx.Err() == nil {
 			m.log.Warn("presence: scheduler", "err", err)

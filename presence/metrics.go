@@ -15,6 +15,7 @@ type metrics struct {
 	queueDepth    prometheus.Histogram
 	resyncs       prometheus.Counter
 	slowDrops     prometheus.Counter
+	leaseLost     prometheus.Counter
 	protocolErrs  *prometheus.CounterVec
 	notifications prometheus.Counter
 
@@ -61,6 +62,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "presenced_presence_resyncs_total",
 			Help: "Full snapshots sent to connections that fell behind and caught up.",
+		}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presenced_presence_gateway_lease_lost_total",
+			Help: "Times this gateway found its liveness lease reaped (it stalled past presence.gateway_lease) and reconnected its clients.",
 		}),
 		slowDrops: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "presenced_presence_slow_client_drops_total",
@@ -118,7 +123,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.connections, m.sessions, m.subjects, m.changes, m.pushLatency, m.queueDepth, m.resyncs,
 		m.slowDrops, m.protocolErrs, m.notifications, m.streamPending, m.streamLag, m.streamOldest,
-		m.tracked, m.expired, m.cleanups, m.reclaimed, m.deadLetters, m.webhookBatches, m.webhookDropped,
+		m.leaseLost, m.tracked, m.expired, m.cleanups, m.reclaimed, m.deadLetters, m.webhookBatches, m.webhookDropped,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -21,10 +21,13 @@ var (
 	pingApplyLua string
 	//go:embed lua/expire.lua
 	expireLua string
+	//go:embed lua/rooms.lua
+	roomsLua string
 
 	sessionScript   = store.NewScript("presence_session", sessionLua)
 	pingApplyScript = store.NewScript("presence_ping_apply", pingApplyLua)
 	expireScript    = store.NewScript("presence_expire", expireLua)
+	roomsScript     = store.NewScript("presence_rooms", roomsLua)
 )
 
 // Errors of session operations.
@@ -43,6 +46,9 @@ type stateStore struct {
 	cfg     config.Presence
 	cluster bool
 	pubCmd  string
+	// gateway is this process's id when it serves connections: the
+	// sessions it opens are recorded under its lease.
+	gateway string
 }
 
 // newStateStore publishes changes from its scripts with pubCmd, the hub's
@@ -162,17 +168,30 @@ func (s *stateStore) statuses(ctx context.Context, users []string) ([]*Status, e
 }
 
 // ping records a session's liveness (or, with closed, its last sign of
-// life before the grace period) in its shard's pings stream.
+// life before the grace period) in its shard's pings stream, and whether
+// this gateway serves it (for the gateway's lease: a closed session is no
+// longer this gateway's). One round trip: the keys share the shard's slot.
 func (s *stateStore) ping(ctx context.Context, sid, user string, closed bool) error {
 	sk := s.keys.shard(s.keys.shardOf(user))
 	ttl, kind := s.cfg.PingInterval*time.Duration(s.cfg.MissBudget), "p"
 	if closed {
 		ttl, kind = s.cfg.Grace, "c"
 	}
-	err := s.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: sk.pings, MaxLen: s.cfg.PingsMaxLen, Approx: true,
-		Values: []any{"m", member(sid, user), "t", ttl.Milliseconds(), "k", kind},
-	}).Err()
+	mem := member(sid, user)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{
+			Stream: sk.pings, MaxLen: s.cfg.PingsMaxLen, Approx: true,
+			Values: []any{"m", mem, "t", ttl.Milliseconds(), "k", kind},
+		})
+		if s.gateway != "" {
+			if closed {
+				p.SRem(ctx, sk.gateway(s.gateway), mem)
+			} else {
+				p.SAdd(ctx, sk.gateway(s.gateway), mem)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("presence: ping: %w", err)
 	}
@@ -183,10 +202,17 @@ func (s *stateStore) ping(ctx context.Context, sid, user string, closed bool) er
 // disconnect), so the cleanup consumer clears its lifecycle entries.
 func (s *stateStore) inactive(ctx context.Context, sid, user, reason string) error {
 	sk := s.keys.shard(s.keys.shardOf(user))
-	err := s.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: sk.events, MaxLen: s.cfg.EventsMaxLen, Approx: true,
-		Values: []any{"m", member(sid, user), "r", reason, "d", 0},
-	}).Err()
+	mem := member(sid, user)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{
+			Stream: sk.events, MaxLen: s.cfg.EventsMaxLen, Approx: true,
+			Values: []any{"m", mem, "r", reason, "d", 0},
+		})
+		if s.gateway != "" {
+			p.SRem(ctx, sk.gateway(s.gateway), mem)
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("presence: inactive event: %w", err)
 	}
@@ -194,25 +220,28 @@ func (s *stateStore) inactive(ctx context.Context, sid, user, reason string) err
 }
 
 // setRooms records the rooms of the user's latest token, for the shared
-// room rule of the contacts policy.
-func (s *stateStore) setRooms(ctx context.Context, user string, rooms []string) error {
-	key := s.keys.user(user).rooms
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, key)
-		if len(rooms) > 0 {
-			members := make([]any, len(rooms))
-			for i, r := range rooms {
-				members[i] = r
-			}
-			p.SAdd(ctx, key, members...)
-			p.PExpire(ctx, key, s.cfg.OfflineRetention)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("presence: record rooms: %w", err)
+// room rule of the contacts policy, and returns the rooms the previous
+// token had and this one has not.
+func (s *stateStore) setRooms(ctx context.Context, user string, rooms []string) ([]string, error) {
+	argv := make([]any, 0, 1+len(rooms))
+	argv = append(argv, s.cfg.OfflineRetention.Milliseconds())
+	for _, r := range rooms {
+		argv = append(argv, r)
 	}
-	return nil
+	left, err := roomsScript.Run(ctx, s.rdb, []string{s.keys.user(user).rooms}, argv...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("presence: record rooms: %w", err)
+	}
+	return left, nil
+}
+
+// followers returns the users following user.
+func (s *stateStore) followers(ctx context.Context, user string) ([]string, error) {
+	ids, err := s.rdb.SMembers(ctx, s.keys.user(user).followers).Result()
+	if err != nil {
+		return nil, fmt.Errorf("presence: read followers: %w", err)
+	}
+	return ids, nil
 }
 
 // sharesRoom tells, for each subject, whether it is in one of rooms.

@@ -224,24 +224,41 @@ func (ep *EmbeddedPostgres) initdb(ctx context.Context) error {
 // is taken between the check and the server's bind.
 func (ep *EmbeddedPostgres) start(ctx context.Context) error {
 	const attempts = 5
-	logFile := filepath.Join(ep.Dir, "server.log")
 	for attempt := 1; ; attempt++ {
 		port, err := FreePort()
 		if err != nil {
 			return err
 		}
-		opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off", port)
-		out, err := ep.run(ctx, "pg_ctl", "-D", ep.Dir, "-l", logFile, "-w", "-t", "60", "-o", opts, "start")
+		err = ep.startOn(ctx, port)
 		if err == nil {
-			ep.Port, ep.started = port, true
 			return nil
 		}
-		tail := lastLines(fileTail(logFile, 8<<10), 3)
-		if attempt < attempts && strings.Contains(tail, "Address already in use") {
+		if attempt < attempts && strings.Contains(err.Error(), "Address already in use") {
 			continue
 		}
-		return fmt.Errorf("start private postgres in %s on port %d: %v: %s; server log: %s (see %s)", ep.Dir, port, err, lastLines(out, 3), tail, logFile)
+		return err
 	}
+}
+
+// Resume starts a server this process stopped again, on its old port, so
+// clients reconnect to the address they knew (fault drills).
+func (ep *EmbeddedPostgres) Resume(ctx context.Context) error {
+	if ep.started {
+		return nil
+	}
+	return ep.startOn(ctx, ep.Port)
+}
+
+func (ep *EmbeddedPostgres) startOn(ctx context.Context, port int) error {
+	logFile := filepath.Join(ep.Dir, "server.log")
+	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off", port)
+	out, err := ep.run(ctx, "pg_ctl", "-D", ep.Dir, "-l", logFile, "-w", "-t", "60", "-o", opts, "start")
+	if err == nil {
+		ep.Port, ep.started = port, true
+		return nil
+	}
+	tail := lastLines(fileTail(logFile, 8<<10), 3)
+	return fmt.Errorf("start private postgres in %s on port %d: %v: %s; server log: %s (see %s)", ep.Dir, port, err, lastLines(out, 3), tail, logFile)
 }
 
 // runningPort reads postmaster.pid of a live server on dir.

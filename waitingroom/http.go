@@ -158,8 +158,16 @@ func (h *handlers) socket(c echo.Context) error {
 		go drain(conn)
 		return nil
 	}
+	r := h.m.rooms.attach(event, w, h.m.cfg.MaxSocketsPerUser)
+	if r == nil {
+		// One user's tabs and devices, not a flood of sockets.
+		h.m.metrics.requests.WithLabelValues("socket", "refused").Inc()
+		conn.SendAndClose(web.ErrorFrame(web.CodeLimitExceeded, "too many waiting-room sockets of this user for this event", ""),
+			web.ClosePolicy, "too many sockets")
+		go drain(conn)
+		return nil
+	}
 	conn.Send(web.EventFrame(EventPosition, h.m.queuedAnswer(room, p), ""))
-	r := h.m.rooms.attach(event, w)
 	// Read from a goroutine of its own so the handler returns (see
 	// web.Sockets.Upgrade).
 	go h.serveSocket(r, w, event)
@@ -208,6 +216,15 @@ func (h *handlers) clientFrame(conn *web.Conn, event, user string, msg []byte) {
 	if env.Event != EventPing {
 		conn.Send(web.ErrorFrame(web.CodeUnknownEvent, "the waiting room accepts queue:ping", env.ID))
 		return
+	}
+	if len(env.Payload) > 0 && string(env.Payload) != "null" {
+		// The payload is optional and has no fields: anything in it is a
+		// client mistake worth telling.
+		var none struct{}
+		if perr := web.DecodePayload(env, &none); perr != nil {
+			conn.Send(web.ErrorFrame(perr.Code, perr.Message, env.ID))
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(conn.Context(), h.m.cfg.StoreTimeout)
 	room, p, err := h.m.line.Status(ctx, event, user)

@@ -63,8 +63,19 @@ func newRooms(m *Module) *rooms {
 
 // attach adds w to its event's room, starting the room when it is the
 // first socket of the event on this process.
-func (rs *rooms) attach(event string, w *waiter) *room {
+// attach adds w to its event's room, unless its user already has limit
+// sockets there (then nil).
+func (rs *rooms) attach(event string, w *waiter, limit int) *room {
 	rs.mu.Lock()
+	if r := rs.all[event]; r != nil {
+		r.mu.Lock()
+		full := len(r.waiters[w.user]) >= limit
+		r.mu.Unlock()
+		if full {
+			rs.mu.Unlock()
+			return nil
+		}
+	}
 	r := rs.all[event]
 	if r == nil {
 		r = &room{

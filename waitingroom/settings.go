@@ -1,13 +1,14 @@
 package waitingroom
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/presenced/presenced/web"
 )
 
 // Limits of the settings an operator may choose.
@@ -81,13 +82,8 @@ type settingsPatch struct {
 
 func decodePatch(body []byte) (settingsPatch, error) {
 	var p settingsPatch
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := web.StrictJSON(body, &p); err != nil {
 		return p, fmt.Errorf("the body is not a settings object: %v", err)
-	}
-	if dec.More() {
-		return p, errors.New("the body holds more than one JSON value")
 	}
 	return p, nil
 }

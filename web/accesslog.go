@@ -53,7 +53,9 @@ func accessLevel(route string, status int, took, slow time.Duration, realtime bo
 		return slog.LevelDebug
 	case status >= 500:
 		return slog.LevelWarn
-	case status == http.StatusTooManyRequests:
+	case status == http.StatusTooManyRequests || status == http.StatusNotFound:
+		// The two a flood or a scanner produces by the thousand (rate
+		// limits, unknown ids and paths); the metrics count them.
 		return slog.LevelDebug
 	case status >= 400:
 		return slog.LevelInfo

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"encoding/json"
 	"time"
 )
@@ -49,9 +48,17 @@ func (e *ProtocolError) Error() string { return e.Code + ": " + e.Message }
 // keeps the id even when the frame is refused, so the error can name it.
 func ParseEnvelope(msg []byte) (Envelope, *ProtocolError) {
 	var env Envelope
-	dec := json.NewDecoder(bytes.NewReader(msg))
-	if err := dec.Decode(&env); err != nil || dec.More() {
-		return env, &ProtocolError{Code: CodeBadJSON, Message: "the frame is not one JSON envelope"}
+	if err := StrictJSON(msg, &env); err != nil {
+		// Read what can be read, so the error can still name the id.
+		var loose Envelope
+		if json.Unmarshal(msg, &loose) == nil && len(loose.ID) <= 64 {
+			env = Envelope{ID: loose.ID}
+		}
+		return env, &ProtocolError{Code: CodeBadJSON, Message: "the frame is not one JSON envelope: " + err.Error()}
+	}
+	if len(env.ID) > 64 {
+		// Checked first: no refusal echoes an oversized id back.
+		return Envelope{}, &ProtocolError{Code: CodeBadPayload, Message: "id is longer than 64 characters"}
 	}
 	if env.V != ProtocolVersion {
 		return env, &ProtocolError{Code: CodeUnsupportedVersion, Message: "v must be 1"}
@@ -59,21 +66,17 @@ func ParseEnvelope(msg []byte) (Envelope, *ProtocolError) {
 	if env.Event == "" {
 		return env, &ProtocolError{Code: CodeBadPayload, Message: "event is required"}
 	}
-	if len(env.ID) > 64 {
-		return Envelope{}, &ProtocolError{Code: CodeBadPayload, Message: "id is longer than 64 characters"}
-	}
 	return env, nil
 }
 
-// DecodePayload strictly decodes an envelope's payload into v: unknown
-// fields are refused so a typo is an error, not a silent no-op.
+// DecodePayload strictly decodes an envelope's payload into v (StrictJSON):
+// unknown or miscased fields are refused so a typo is an error, not a
+// silent no-op.
 func DecodePayload(env Envelope, v any) *ProtocolError {
 	if len(env.Payload) == 0 {
 		return &ProtocolError{Code: CodeBadPayload, Message: env.Event + ": payload is required"}
 	}
-	dec := json.NewDecoder(bytes.NewReader(env.Payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := StrictJSON(env.Payload, v); err != nil {
 		return &ProtocolError{Code: CodeBadPayload, Message: env.Event + ": " + err.Error()}
 	}
 	return nil

@@ -69,6 +69,7 @@ func TestAccessLogAtInfoKeepsToErrorsAndSlowRequests(t *testing.T) {
 	e := b.srv.Echo
 	e.GET("/ok", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
 	e.GET("/limited", func(c echo.Context) error { return Errorf(http.StatusTooManyRequests, "rate_limited", "slow down") })
+	e.GET("/unknown/:id", func(c echo.Context) error { return Errorf(http.StatusNotFound, "not_found", "no such thing") })
 	e.GET("/denied", func(c echo.Context) error { return Errorf(http.StatusForbidden, "forbidden", "no") })
 	e.GET("/boom", func(c echo.Context) error { return errors.New("a bug") })
 
@@ -79,8 +80,11 @@ func TestAccessLogAtInfoKeepsToErrorsAndSlowRequests(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 250; i++ {
 				path := "/ok"
-				if i%4 == 0 {
+				switch i % 4 {
+				case 0:
 					path = "/limited"
+				case 1:
+					path = "/unknown/x"
 				}
 				resp, err := http.Get(b.url + path)
 				if err == nil {
@@ -93,7 +97,7 @@ func TestAccessLogAtInfoKeepsToErrorsAndSlowRequests(t *testing.T) {
 	wg.Wait()
 	// A line is written just after its response: the client may be first.
 	testenv.Eventually(t, 10*time.Second, func() bool { return len(rec.access(slog.LevelDebug)) == 2000 }, "every request is logged at debug")
-	require.Empty(t, rec.access(slog.LevelInfo), "2,000 successes and refusals write nothing at info")
+	require.Empty(t, rec.access(slog.LevelInfo), "2,000 successes, rate-limit refusals and unknown ids write nothing at info")
 
 	get(t, b.url+"/denied")
 	get(t, b.url+"/boom")

@@ -37,6 +37,7 @@ type Server struct {
 	draining atomic.Bool
 
 	ready *readiness
+	conns *connLimit
 }
 
 // NewServer builds the echo server with request ids, access logs, panic
@@ -64,7 +65,11 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
-	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, ready: newReadiness(log)}
+	conns, err := newConnLimit(cfg.HTTP.MaxConnections, cfg.HTTP.MaxConnectionsPerIP, trusted, cfg.HTTP.TLSCert != "", reg)
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, ready: newReadiness(log), conns: conns}
 	// Made here, not in Serve: Shutdown may run before or while Serve
 	// starts (a failed start, a signal), and a server shut down first
 	// refuses to serve.
@@ -87,11 +92,14 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 			return err
 		},
 	}))
+	e.Use(bodyDeadline(cfg.HTTP.BodyReadTimeout))
 	e.Use(middleware.BodyLimit(strconv.FormatInt(cfg.HTTP.BodyLimitBytes, 10)))
 
-	e.GET("/healthz", func(c echo.Context) error {
+	healthz := func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
-	})
+	}
+	e.GET("/healthz", healthz)
+	e.HEAD("/healthz", healthz) // load balancers probe with HEAD
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	if cfg.HTTP.Pprof {
@@ -104,7 +112,10 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 func (s *Server) AddCheck(name string, check Check) { s.ready.add(name, check) }
 
 // Serve accepts connections on ln until Shutdown.
+// Connections over http.max_connections (or per address,
+// http.max_connections_per_ip) are answered 503 and closed at accept.
 func (s *Server) Serve(ln net.Listener) error {
+	ln = s.conns.wrap(ln)
 	var err error
 	if s.cfg.HTTP.TLSCert != "" {
 		err = s.http.ServeTLS(ln, s.cfg.HTTP.TLSCert, s.cfg.HTTP.TLSKey)

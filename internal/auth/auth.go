@@ -5,6 +5,8 @@ package auth
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/validate"
 	"github.com/presenced/presenced/web"
 )
 
@@ -79,14 +82,54 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 		opts = append(opts, jwt.WithAudience(v.audience))
 	}
 	claims := &Claims{}
-	_, err := jwt.ParseWithClaims(token, claims, v.key, opts...)
+	parsed, err := jwt.ParseWithClaims(token, claims, v.key, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	if err := numericTimes(parsed); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	for _, room := range claims.Rooms {
+		if err := validate.Token("rooms claim", room, MaxRoomBytes); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+		}
+	}
+	if len(claims.Rooms) > MaxRooms {
+		return nil, fmt.Errorf("%w: more than %d rooms", ErrInvalidToken, MaxRooms)
 	}
 	if err := ValidUserID(claims.Subject); err != nil {
 		return nil, fmt.Errorf("%w: sub claim: %v", ErrInvalidToken, err)
 	}
 	return claims, nil
+}
+
+// Limits of the rooms claim.
+const (
+	MaxRooms     = 256
+	MaxRoomBytes = 128
+)
+
+// numericTimes refuses exp, nbf and iat given as JSON strings: RFC 7519
+// makes them NumericDates (numbers), and the JWT library also reads "123".
+func numericTimes(t *jwt.Token) error {
+	parts := strings.Split(t.Raw, ".")
+	if len(parts) != 3 {
+		return errors.New("malformed token")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return fmt.Errorf("payload: %w", err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &raw); err != nil {
+		return fmt.Errorf("payload: %w", err)
+	}
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		if v, ok := raw[name]; ok && (len(v) == 0 || !strings.ContainsRune("-0123456789", rune(v[0]))) {
+			return fmt.Errorf("%s must be a number", name)
+		}
+	}
+	return nil
 }
 
 func (v *Verifier) key(t *jwt.Token) (any, error) {
@@ -104,16 +147,36 @@ func (v *Verifier) key(t *jwt.Token) (any, error) {
 
 type claimsKey struct{}
 
-// TokenFromRequest takes the bearer token from the Authorization header or,
-// for WebSocket and EventSource clients that cannot set headers, ?token=.
+// TokenFromRequest takes the bearer token from the one Authorization
+// header or, only for WebSocket upgrades and EventSource streams (browsers
+// cannot set headers there), from ?token=. Elsewhere a token in the URL is
+// ignored: URLs end up in access logs, proxies and browser history. Two
+// Authorization headers are no token: which one a proxy checked is unknown.
 func TokenFromRequest(r *http.Request) string {
-	if h := r.Header.Get("Authorization"); h != "" {
-		if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+	switch hs := r.Header.Values("Authorization"); len(hs) {
+	case 0:
+	case 1:
+		if scheme, tok, ok := strings.Cut(hs[0], " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(tok)
 		}
 		return ""
+	default:
+		return ""
+	}
+	if !socketRequest(r) {
+		return ""
 	}
 	return r.URL.Query().Get("token")
+}
+
+// socketRequest tells a WebSocket upgrade or an EventSource request.
+func socketRequest(r *http.Request) bool {
+	for _, v := range r.Header.Values("Upgrade") {
+		if strings.EqualFold(strings.TrimSpace(v), "websocket") {
+			return true
+		}
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
 // Middleware requires a valid user token and puts its claims in the request
@@ -165,8 +228,10 @@ func RequireAPIKey(key string) echo.MiddlewareFunc {
 			if key == "" {
 				return web.Errorf(http.StatusUnauthorized, "unauthorized", "no API key is configured on this server")
 			}
-			got := c.Request().Header.Get(APIKeyHeader)
-			if subtle.ConstantTimeCompare([]byte(got), []byte(key)) != 1 {
+			// Exactly one header: with two, a proxy may have checked the
+			// other one.
+			got := c.Request().Header.Values(APIKeyHeader)
+			if len(got) != 1 || subtle.ConstantTimeCompare([]byte(got[0]), []byte(key)) != 1 {
 				return web.Errorf(http.StatusUnauthorized, "unauthorized", "a valid X-API-Key header is required")
 			}
 			return next(c)

@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -184,8 +185,11 @@ func TestMiddlewareAndAPIKey(t *testing.T) {
 	code, body := do("/me", map[string]string{"Authorization": "Bearer " + tok})
 	require.Equal(t, 200, code)
 	require.Equal(t, "carol", body)
-	code, body = do("/me?token="+tok, nil)
+	code, body = do("/me?token="+tok, map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"})
 	require.Equal(t, 200, code, "query token for sockets")
+	require.Equal(t, "carol", body)
+	code, body = do("/me?token="+tok, map[string]string{"Accept": "text/event-stream"})
+	require.Equal(t, 200, code, "and for EventSource streams")
 	require.Equal(t, "carol", body)
 	code, _ = do("/me", nil)
 	require.Equal(t, 401, code)
@@ -243,4 +247,57 @@ func TestUserIDRule(t *testing.T) {
 	braces, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, claimsFor("a{b}", time.Now().Add(time.Hour))).SignedString([]byte(secret))
 	_, err = v.Verify(braces)
 	require.ErrorIs(t, err, ErrInvalidToken, "a subject the server cannot use")
+}
+
+// Tokens belong in one Authorization header; ?token= only where a browser
+// cannot set one (sockets), since URLs end up in logs and proxies.
+func TestTokenPlacesAndSingleHeaders(t *testing.T) {
+	t.Parallel()
+	v, err := NewVerifier(context.Background(), config.Auth{JWTSecret: secret})
+	require.NoError(t, err)
+	e := echo.New()
+	e.HTTPErrorHandler = web.ErrorHandler(slog.New(slog.DiscardHandler))
+	e.GET("/me", func(c echo.Context) error { return c.String(200, UserID(c)) }, v.Middleware())
+	e.GET("/admin", func(c echo.Context) error { return c.String(200, "ok") }, RequireAPIKey("k"))
+	tok, _ := SignDev(secret, "carol", time.Minute, nil, "", "")
+	do := func(path string, hdr http.Header) int {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		for k, vs := range hdr {
+			for _, v := range vs {
+				req.Header.Add(k, v)
+			}
+		}
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	require.Equal(t, 401, do("/me?token="+tok, http.Header{}), "a plain HTTP call takes no token from the URL")
+	require.Equal(t, 401, do("/me", http.Header{"Authorization": {"Bearer " + tok, "Bearer " + tok}}), "two Authorization headers")
+	require.Equal(t, 401, do("/admin", http.Header{APIKeyHeader: {"k", "wrong"}}), "two X-API-Key headers")
+	require.Equal(t, 401, do("/admin", http.Header{APIKeyHeader: {"wrong", "k"}}), "two X-API-Key headers")
+	require.Equal(t, 200, do("/admin", http.Header{APIKeyHeader: {"k"}}))
+}
+
+// exp is a NumericDate: a JSON number. The JWT library also reads "exp":
+// "1999999999"; such a token is refused.
+func TestTimesMustBeNumbers(t *testing.T) {
+	t.Parallel()
+	v, err := NewVerifier(context.Background(), config.Auth{JWTSecret: secret})
+	require.NoError(t, err)
+	exp := time.Now().Add(time.Hour).Unix()
+	for name, claims := range map[string]jwt.MapClaims{
+		"exp string": {"sub": "carol", "exp": strconv.FormatInt(exp, 10)},
+		"iat string": {"sub": "carol", "exp": exp, "iat": "1"},
+		"nbf string": {"sub": "carol", "exp": exp, "nbf": "1"},
+		"bad room":   {"sub": "carol", "exp": exp, "rooms": []string{"r\x00"}},
+	} {
+		signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
+		require.NoError(t, err)
+		_, err = v.Verify(signed)
+		require.ErrorIs(t, err, ErrInvalidToken, name)
+	}
+	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "carol", "exp": exp, "rooms": []string{"r1"}}).SignedString([]byte(secret))
+	require.NoError(t, err)
+	_, err = v.Verify(signed)
+	require.NoError(t, err)
 }

@@ -14,7 +14,6 @@ package gate
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -183,9 +182,8 @@ func (g *Gate) Routes(e *echo.Echo) {
 
 func (g *Gate) postScan(c echo.Context) error {
 	var req ScanRequest
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1024))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || req.Payload == "" {
+	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, 1024)
+	if err := web.DecodeBody(c, &req); err != nil || req.Payload == "" {
 		return web.BadRequest(`want {"payload":"<ticket code>"}`)
 	}
 	ans, err := g.Scan(c.Request().Context(), req.Payload)

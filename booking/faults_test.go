@@ -1,0 +1,142 @@
+package booking
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/web"
+)
+
+// A hold stuck before its commit is what a process killed mid-hold leaves
+// behind for ever: its seat hints. They must block other buyers for the
+// claim time (seconds), not for the hold time (10 minutes): the seats are
+// AVAILABLE in PostgreSQL and on the seat map all along.
+func TestHintsOfAnUncommittedHoldLapseInSeconds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Booking) {
+		c.HintClaimTTL = time.Second
+		c.LockTimeout = 30 * time.Second // the stuck hold waits, as a dead one would
+		c.StatementTimeout = 30 * time.Second
+	})
+	event, seats := b.event(t, "A:1x10@100")
+	ctx := context.Background()
+
+	// Someone holds seat 0's row lock (psql, a slow transaction).
+	blocker, err := b.db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = blocker.Rollback(ctx) }()
+	_, err = blocker.Exec(ctx, `SELECT 1 FROM seats WHERE id = $1 FOR UPDATE`, seats[0])
+	require.NoError(t, err)
+
+	stuck := make(chan error, 1)
+	go func() {
+		_, _, err := b.hold(t, event, "stuck", "k1", []int64{seats[0], seats[1]}, "")
+		stuck <- err
+	}()
+	hk := hints{rdb: b.rdb, keys: keys{ks: b.ks}}.hintKeys(event, []int64{seats[1]})[0]
+	testenv.Eventually(t, 10*time.Second, func() bool { return b.rdb.Exists(ctx, hk).Val() == 1 }, "the stuck hold hinted its seats")
+	ttl := b.rdb.PTTL(ctx, hk).Val()
+	require.LessOrEqual(t, ttl, time.Second, "a hint before the commit lives for the claim time, not the hold's 10 minutes")
+
+	// Another buyer wants seat 1 (not locked in PostgreSQL): refused only
+	// until the claim time is over.
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		status, _, _ := b.hold(t, event, "next", "k2", []int64{seats[1]}, "")
+		return status == http.StatusCreated
+	}, "seat 1 is sold to the next buyer once the stuck hint lapsed")
+	require.NoError(t, blocker.Rollback(ctx))
+	select {
+	case err := <-stuck:
+		require.Error(t, err, "the stuck hold finds seat 1 taken")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stuck hold never finished")
+	}
+	b.requireNoDoubleOwnership(t, event)
+}
+
+// Once committed, the hints live as long as the hold: contention on held
+// seats stays a cheap refusal.
+func TestCommittedHoldKeepsItsHintsForTheHoldTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Booking) { c.HintClaimTTL = 5 * time.Second })
+	event, seats := b.event(t, "A:1x10@100")
+	status, r, err := b.hold(t, event, "keeper", "k", []int64{seats[3]}, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, status)
+	hk := hints{rdb: b.rdb, keys: keys{ks: b.ks}}.hintKeys(event, []int64{seats[3]})[0]
+	require.Equal(t, r.ID, b.rdb.Get(context.Background(), hk).Val())
+	require.Greater(t, b.rdb.PTTL(context.Background(), hk).Val(), time.Minute, "extended to the hold's time")
+
+	status, _, err = b.hold(t, event, "rival", "k", []int64{seats[3]}, "")
+	require.Equal(t, http.StatusConflict, status, "%v", err)
+}
+
+// A retry of a committed hold answers its stored response whatever the
+// gates say now: the lease was released (a cancel, its time, Redis
+// restarted empty) or the user's rate is spent.
+func TestCommittedHoldReplaysPastTheGates(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Booking) { c.HoldsPerMinute = 2 })
+	event, seats := b.event(t, "A:1x10@100")
+	ctx := context.Background()
+	user := b.uid("ida")
+	in := holdInput{User: user, Event: event, Pass: b.desk.admit(event, user), Key: "once", Seats: []int64{seats[4]}}
+	first, err := b.holds.Hold(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, first.Status)
+
+	require.NoError(t, b.desk.Release(ctx, event, user)) // the lease is gone
+	again, err := b.holds.Hold(ctx, in)
+	require.NoError(t, err, "not 403: the hold was committed")
+	require.True(t, again.Replayed)
+	require.Equal(t, string(first.Body), string(again.Body), "byte for byte")
+
+	for i := 0; i < 3; i++ { // past holds_per_minute
+		again, err = b.holds.Hold(ctx, in)
+		require.NoError(t, err, "not 429: the hold was committed")
+		require.Equal(t, string(first.Body), string(again.Body))
+	}
+
+	b.desk.down.Store(true) // the admission store is unreachable
+	defer b.desk.down.Store(false)
+	again, err = b.holds.Hold(ctx, in)
+	require.NoError(t, err, "not 503")
+	require.Equal(t, string(first.Body), string(again.Body))
+
+	// A different request under the key, or a new key, still meets the gate.
+	other := in
+	other.Key = "new"
+	_, err = b.holds.Hold(ctx, other)
+	require.Equal(t, http.StatusTooManyRequests, err.(*web.Error).Status)
+	changed := in
+	changed.Seats = []int64{seats[5]}
+	_, err = b.holds.Hold(ctx, changed)
+	require.Equal(t, http.StatusTooManyRequests, err.(*web.Error).Status)
+}
+
+// A reservation that ends leaves, in its own transaction, an outbox event
+// that releases its seat hints again: a process killed between the commit
+// and the release, or a Redis failing then, does not block the seats for
+// the hold's time.
+func TestEndedReservationReleasesHintsDurably(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	event, seats := b.event(t, "A:1x10@100")
+	_, r, err := b.hold(t, event, "leaver", "k", []int64{seats[6], seats[7]}, "")
+	require.NoError(t, err)
+	_, err = b.holds.Cancel(context.Background(), r.ID, b.uid("leaver"))
+	require.NoError(t, err)
+	var payload []byte
+	require.NoError(t, b.db.QueryRow(context.Background(),
+		`SELECT payload FROM outbox WHERE kind = $1 AND aggregate_id = $2`, KindHintsReleased, r.ID).Scan(&payload))
+	var p HintsReleased
+	require.NoError(t, json.Unmarshal(payload, &p))
+	require.Equal(t, HintsReleased{Event: event, Reservation: r.ID, Seats: []int64{seats[6], seats[7]}}, p)
+}
