@@ -25,12 +25,16 @@ fi
 
 # presenced.js, the browser client: its state machine under Node's own
 # test runner, with a fake socket.
-if command -v node >/dev/null 2>&1; then
-  node --test web/pages/jstest/
-else
-  echo "the browser client's tests need Node 20+: apt-get install nodejs (or brew install node)" >&2
-  exit 1
+if ! command -v node >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing nodejs (the browser client's tests need Node 20+)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null
+  else
+    echo "the browser client's tests need Node 20+: apt-get install nodejs (or brew install node)" >&2
+    exit 1
+  fi
 fi
+node --test web/pages/jstest/
 
 # The Go tests; the pages' browser tests need Chromium (apt-get install
 # chromium) and skip without it, except on CI (.ci/run installs it).
