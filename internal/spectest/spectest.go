@@ -52,7 +52,7 @@ func load() (*openapi3.T, *asyncDoc, error) {
 			return
 		}
 		// Binary and text bodies are checked for their content type only.
-		for _, ct := range []string{"image/png", "text/event-stream", "application/openmetrics-text"} {
+		for _, ct := range []string{"image/png", "text/event-stream", "application/openmetrics-text", "text/html", "text/javascript", "text/css"} {
 			openapi3filter.RegisterBodyDecoder(ct, openapi3filter.FileBodyDecoder)
 		}
 		async, loadErr = loadAsyncAPI(docs.AsyncAPI)
@@ -77,8 +77,12 @@ var Excluded = map[string]string{
 }
 
 // DocPath turns an echo route path (/v1/viewers/:hotel/count) into its
-// OpenAPI form (/v1/viewers/{hotel}/count).
+// OpenAPI form (/v1/viewers/{hotel}/count). A static folder's wildcard
+// (/js/*) is the path parameter {asset}.
 func DocPath(echoPath string) string {
+	if rest, ok := strings.CutSuffix(echoPath, "/*"); ok {
+		echoPath = rest + "/:asset"
+	}
 	return echoParam.ReplaceAllString(echoPath, "{$1}")
 }
 

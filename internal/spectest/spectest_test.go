@@ -29,6 +29,7 @@ func TestDocumentsLoad(t *testing.T) {
 func TestDocPath(t *testing.T) {
 	require.Equal(t, "/v1/viewers/{hotel}/count", DocPath("/v1/viewers/:hotel/count"))
 	require.Equal(t, "/healthz", DocPath("/healthz"))
+	require.Equal(t, "/js/{asset}", DocPath("/js/*"))
 }
 
 // The frame checkers follow fragmented WebSocket messages and SSE blocks.
