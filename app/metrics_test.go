@@ -172,7 +172,7 @@ func TestMetricsNegotiationAndHead(t *testing.T) {
 	require.NotContains(t, body2, "# EOF", "plain scrapers keep the text format")
 
 	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/waitingroom/keys",
-		"/v1/events/no-such-event/seats", "/v1/viewers/no-such-hotel/count"} {
+		"/v1/events/no-such-event/seats", "/v1/viewers/no-such-hotel/count", "/v1/hotels?city=Lisbon"} {
 		getResp, err := http.Get(base + path)
 		require.NoError(t, err)
 		getResp.Body.Close()
