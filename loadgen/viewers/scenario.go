@@ -359,7 +359,7 @@ func (l *Scenario) redisCalls(ctx context.Context) int64 {
 
 // registerHotels creates the run's hotels through the admin API (viewers
 // counts only hotels that exist), one room type and one night each, and
-// waits until the server's hotel registry knows the last one.
+// waits until the server's hotel registry knows every one.
 func (l *Scenario) registerHotels(ctx context.Context, r *loadgen.Runner, base string) error {
 	if err := l.secrets.Resolve(); err != nil {
 		return err
@@ -400,15 +400,19 @@ func (l *Scenario) registerHotels(ctx context.Context, r *loadgen.Runner, base s
 	if err := <-errs; err != nil {
 		return err
 	}
-	last := l.hotelNames[len(l.hotelNames)-1]
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if _, err := l.getCount(ctx, r.Client, base, last); err == nil {
-			break
+	// Every hotel, not only the last: registrations commit in any order,
+	// and a refresh may have seen the last before the others.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, id := range l.hotelNames {
+		for {
+			if _, err := l.getCount(ctx, r.Client, base, id); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("hotel %s not known to the count plane after 30s: is a booking plane running?", id)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("hotel %s not known to the count plane after 30s: is a booking plane running?", last)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	r.AddFigure("hotels", "%d registered in %s", len(l.hotelNames), time.Since(start).Round(time.Millisecond))
 	return nil
