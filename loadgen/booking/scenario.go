@@ -37,6 +37,7 @@ type Scenario struct {
 	hotSeats    int
 	hotFraction float64
 	cart        int
+	after       int
 	postgresURL string
 }
 
@@ -56,6 +57,7 @@ func (s *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.hotSeats, "hot-seats", 4, "seats everybody in the hot group wants")
 	fs.Float64Var(&s.hotFraction, "hot-fraction", 0.5, "share of buyers racing for the hot seats")
 	fs.IntVar(&s.cart, "cart", 2, "seats per hold (1-6)")
+	fs.IntVar(&s.after, "after", 0, "also report the rate and latency of the holds after the first N (a sale well under way; 0: off)")
 	fs.StringVar(&s.postgresURL, "postgres-url", "", "database to verify ownership in (default: the development cluster under --data-dir)")
 }
 
@@ -88,12 +90,15 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	outcomes := map[int]int{}
 	var mu sync.Mutex
 	var hotWins atomic.Int64
+	late := &lateHolds{after: s.after}
 	r.Loop(ctx, func(ctx context.Context, _ int) error {
 		i := int(next.Add(1) - 1)
 		b := buyers[i]
 		hot := float64(i%100) < s.hotFraction*100
 		cart := run.pick(seats, hot)
+		t0 := time.Now()
 		status, err := run.hold(ctx, event, b, fmt.Sprintf("lg-%d", i), cart)
+		late.record(i, t0, status)
 		mu.Lock()
 		outcomes[status]++
 		mu.Unlock()
@@ -114,6 +119,7 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 		mix = append(mix, fmt.Sprintf("%d:%d", code, outcomes[code]))
 	}
 	r.AddFigure("outcomes", "%s", strings.Join(mix, " "))
+	late.report(r)
 	r.AddFigure("hot-seat winners", "%d (at most %d possible)", hotWins.Load(), s.hotSeats/s.cart)
 	return run.verify(ctx, event)
 }
