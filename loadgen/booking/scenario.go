@@ -55,7 +55,7 @@ func (s *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.buyers, "buyers", 2000, "buyers (each holds at most once: one pending checkout per user and event)")
 	fs.StringVar(&s.sections, "sections", "A:50x100@5000,B:50x100@3000", "venue of the generated event (ID:ROWSxSEATS@PRICE,...)")
 	fs.IntVar(&s.hotSeats, "hot-seats", 4, "seats everybody in the hot group wants")
-	fs.Float64Var(&s.hotFraction, "hot-fraction", 0.5, "share of buyers racing for the hot seats")
+	fs.Float64Var(&s.hotFraction, "hot-fraction", 0.5, "share of buyers racing for the hot seats (the others are dealt distinct seats)")
 	fs.IntVar(&s.cart, "cart", 2, "seats per hold (1-6)")
 	fs.IntVar(&s.after, "after", 0, "also report the rate and latency of the holds after the first N (a sale well under way; 0: off)")
 	fs.StringVar(&s.postgresURL, "postgres-url", "", "database to verify ownership in (default: the development cluster under --data-dir)")
@@ -128,6 +128,11 @@ type bookingRun struct {
 	s    *Scenario
 	r    *loadgen.Runner
 	base string
+	// The order the buyers who do not race for the hot seats are dealt
+	// the other seats in, and how many were dealt.
+	once  sync.Once
+	order []int
+	dealt atomic.Int64
 }
 
 func (run *bookingRun) createEvent(ctx context.Context) (string, []int64, error) {
@@ -212,6 +217,20 @@ func (run *bookingRun) admitAll(ctx context.Context, event string) ([]buyer, err
 func (run *bookingRun) pick(seats []int64, hot bool) []int64 {
 	cart := make([]int64, 0, run.s.cart)
 	pool := seats[run.s.hotSeats:]
+	if !hot && len(pool) >= run.s.cart {
+		// The other buyers take seats nobody else asked for (a shuffled
+		// order, dealt out), so they never race each other: their holds
+		// measure an uncontended sale however full it gets. Only once the
+		// venue is dealt out do carts overlap.
+		run.once.Do(func() {
+			run.order = rand.Perm(len(pool))
+		})
+		from := int(run.dealt.Add(int64(run.s.cart))) - run.s.cart
+		for i := 0; i < run.s.cart; i++ {
+			cart = append(cart, pool[run.order[(from+i)%len(pool)]])
+		}
+		return cart
+	}
 	if hot {
 		pool = seats[:run.s.hotSeats]
 	}
