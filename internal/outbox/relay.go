@@ -152,13 +152,23 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("read outbox: %w", err)
 	}
-	published := make([]int64, 0, len(batch))
+	// Every event's derived effects run before it is appended to the
+	// stream; the appends of the batch then go out in one pipeline.
 	var pubErr error
-	for _, e := range batch {
-		if err := r.publish(ctx, e); err != nil {
+	ready := batch
+	for i, e := range batch {
+		if err := r.effects(ctx, e); err != nil {
 			pubErr = fmt.Errorf("event %d (%s): %w", e.ID, e.Kind, err)
+			ready = batch[:i]
 			break
 		}
+	}
+	n, err := r.append(ctx, ready)
+	if err != nil {
+		pubErr = errors.Join(pubErr, err)
+	}
+	published := make([]int64, 0, n)
+	for _, e := range ready[:n] {
 		published = append(published, e.ID)
 	}
 	// What went out is marked in one statement, also when an event stopped
@@ -177,7 +187,8 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 
 const markPublished = `UPDATE outbox SET published_at = clock_timestamp() WHERE id = ANY($1)`
 
-func (r *Relay) publish(ctx context.Context, e Event) error {
+// effects runs the derived effects registered for e's kind.
+func (r *Relay) effects(ctx context.Context, e Event) error {
 	r.mu.Lock()
 	hs := r.handlers[e.Kind]
 	r.mu.Unlock()
@@ -186,18 +197,41 @@ func (r *Relay) publish(ctx context.Context, e Event) error {
 			return fmt.Errorf("derived effect: %w", err)
 		}
 	}
-	return r.cfg.Redis.XAdd(ctx, &redis.XAddArgs{
-		Stream: r.cfg.Stream,
-		MaxLen: r.cfg.StreamMaxLen,
-		Approx: true,
-		Values: map[string]any{
-			"id":        strconv.FormatInt(e.ID, 10),
-			"kind":      e.Kind,
-			"aggregate": e.AggregateID,
-			"payload":   string(e.Payload),
-			"createdAt": e.CreatedAt.UTC().Format(time.RFC3339Nano),
-		},
-	}).Err()
+	return nil
+}
+
+// append adds events to the stream in one pipelined round trip, in order,
+// and returns how many of them, from the first, are known to be in it.
+func (r *Relay) append(ctx context.Context, events []Event) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	cmds, err := r.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, e := range events {
+			p.XAdd(ctx, &redis.XAddArgs{
+				Stream: r.cfg.Stream,
+				MaxLen: r.cfg.StreamMaxLen,
+				Approx: true,
+				Values: map[string]any{
+					"id":        strconv.FormatInt(e.ID, 10),
+					"kind":      e.Kind,
+					"aggregate": e.AggregateID,
+					"payload":   string(e.Payload),
+					"createdAt": e.CreatedAt.UTC().Format(time.RFC3339Nano),
+				},
+			})
+		}
+		return nil
+	})
+	for i, c := range cmds {
+		if c.Err() != nil {
+			return i, fmt.Errorf("event %d (%s): append to stream: %w", events[i].ID, events[i].Kind, c.Err())
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("append to stream: %w", err)
+	}
+	return len(events), nil
 }
 
 func (r *Relay) observeLag(ctx context.Context) {
