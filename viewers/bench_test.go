@@ -74,14 +74,13 @@ func BenchmarkHeartbeatNewSession(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		w := httptest.NewRecorder()
 		for pb.Next() {
 			i := next.Add(1)
 			path := fmt.Sprintf("/v1/viewers/bench-%d/heartbeat", i%1000)
 			addr := fmt.Sprintf("198.18.%d.%d:4000", i%200, i%250)
 			req := httptest.NewRequest(http.MethodPost, path, nil)
 			req.RemoteAddr = addr
-			w = httptest.NewRecorder()
+			w := httptest.NewRecorder()
 			ec.ServeHTTP(w, req)
 			cookie := sessionCookie(w.Result(), e.cfg.CookieName)
 			req = httptest.NewRequest(http.MethodPost, path, nil)
