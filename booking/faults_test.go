@@ -122,6 +122,40 @@ func TestCommittedHoldReplaysPastTheGates(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, err.(*web.Error).Status)
 }
 
+// A retry of a committed hold that was cancelled since, its seat now held
+// (and hinted) by another buyer, is answered its stored 201, not refused
+// by the other buyer's hint: the hint refusal looks up the key's answer
+// first, like the gates.
+func TestCommittedHoldReplaysPastAnotherBuyersHints(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	event, seats := b.event(t, "A:1x10@100")
+	ctx := context.Background()
+	user := b.uid("first")
+	in := holdInput{User: user, Event: event, Pass: b.desk.admit(event, user), Key: "once", Seats: []int64{seats[2]}}
+	first, err := b.holds.Hold(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, first.Status)
+	var r Reservation
+	require.NoError(t, json.Unmarshal(first.Body, &r))
+	_, err = b.holds.Cancel(ctx, r.ID, user)
+	require.NoError(t, err)
+
+	status, _, err := b.hold(t, event, "second", "k", []int64{seats[2]}, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, status, "the seat is the second buyer's now")
+
+	in.Pass = b.desk.admit(event, user) // admitted again: the gates let the retry through
+	again, err := b.holds.Hold(ctx, in)
+	require.NoError(t, err, "not 409: the hold was committed")
+	require.True(t, again.Replayed)
+	require.Equal(t, string(first.Body), string(again.Body), "byte for byte")
+
+	// A new request for the seat still meets the hint.
+	_, err = b.holds.Hold(ctx, holdInput{User: user, Event: event, Pass: in.Pass, Key: "new", Seats: []int64{seats[2]}})
+	require.Equal(t, http.StatusConflict, err.(*web.Error).Status)
+}
+
 // A reservation that ends leaves, in its own transaction, an outbox event
 // that releases its seat hints again: a process killed between the commit
 // and the release, or a Redis failing then, does not block the seats for

@@ -74,7 +74,8 @@ const opHold = "hold"
 
 // Hold runs a hold in at most two PostgreSQL round trips, and answers a
 // refusal after at most one: cheap refusals first (validation, rate,
-// admission, seat hints), then one pipelined batch of key lookups that
+// admission, seat hints; each looks up the stored answer of the key before
+// it refuses), then one pipelined batch of key lookups that
 // locks nothing (read), then one batch that writes everything with the
 // stored response and commits (write), its constraints refusing whatever
 // changed in between. Client errors are *web.Error.
@@ -107,6 +108,13 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		return holdResult{}, web.Unavailable(time.Second, "seat hints unavailable; retry")
 	}
 	if taken != 0 {
+		// A retry of a committed hold whose seats another buyer hints
+		// now (it was cancelled or expired since) gets its stored answer,
+		// as past the gates.
+		if stored, ok := h.storedResponse(ctx, in, fp); ok {
+			h.m.idempotentHits.Inc()
+			return stored, nil
+		}
 		h.m.hintRejections.Inc()
 		return holdResult{}, seatsTaken([]int64{taken})
 	}
