@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+
+	"github.com/presenced/presenced/internal/testenv"
 )
 
 // BenchmarkHoldUncontended: one-seat holds of distinct users on distinct
 // seats, in parallel over GOMAXPROCS goroutines (the full path: rate limit,
-// admission, idempotency, hints, locks, pricing, writes, commit).
+// admission, idempotency, hints, locks, pricing, writes, commit), with the
+// PostgreSQL round trips and statements per hold.
 func BenchmarkHoldUncontended(b *testing.B) {
-	bb := setup(b)
+	db, trips := countingPool(b, 8)
+	bb := setupWith(b, db, testenv.Redis(b))
 	const perEvent = 20_000
 	var events []string
 	var seats [][]int64
@@ -21,6 +25,7 @@ func BenchmarkHoldUncontended(b *testing.B) {
 	}
 	var next atomic.Int64
 	ctx := context.Background()
+	trips.take()        // the events' creation
 	b.SetParallelism(4) // 8 holds in flight on 2 CPUs: enough to show contention
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -37,4 +42,7 @@ func BenchmarkHoldUncontended(b *testing.B) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "holds/s")
+	n, statements := trips.take()
+	b.ReportMetric(float64(n)/float64(b.N), "roundtrips/hold")
+	b.ReportMetric(float64(statements)/float64(b.N), "statements/hold")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func TestCommittedHoldKeepsItsHintsForTheHoldTime(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, status)
 	hk := hints{rdb: b.rdb, keys: keys{ks: b.ks}}.hintKeys(event, []int64{seats[3]})[0]
-	require.Equal(t, r.ID, b.rdb.Get(context.Background(), hk).Val())
+	require.True(t, strings.HasPrefix(b.rdb.Get(context.Background(), hk).Val(), r.ID+"|"), "the hint names its reservation")
 	require.Greater(t, b.rdb.PTTL(context.Background(), hk).Val(), time.Minute, "extended to the hold's time")
 
 	status, _, err = b.hold(t, event, "rival", "k", []int64{seats[3]}, "")
@@ -119,6 +120,40 @@ func TestCommittedHoldReplaysPastTheGates(t *testing.T) {
 	changed.Seats = []int64{seats[5]}
 	_, err = b.holds.Hold(ctx, changed)
 	require.Equal(t, http.StatusTooManyRequests, err.(*web.Error).Status)
+}
+
+// A retry of a committed hold that was cancelled since, its seat now held
+// (and hinted) by another buyer, is answered its stored 201, not refused
+// by the other buyer's hint: the hint refusal looks up the key's answer
+// first, like the gates.
+func TestCommittedHoldReplaysPastAnotherBuyersHints(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	event, seats := b.event(t, "A:1x10@100")
+	ctx := context.Background()
+	user := b.uid("first")
+	in := holdInput{User: user, Event: event, Pass: b.desk.admit(event, user), Key: "once", Seats: []int64{seats[2]}}
+	first, err := b.holds.Hold(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, first.Status)
+	var r Reservation
+	require.NoError(t, json.Unmarshal(first.Body, &r))
+	_, err = b.holds.Cancel(ctx, r.ID, user)
+	require.NoError(t, err)
+
+	status, _, err := b.hold(t, event, "second", "k", []int64{seats[2]}, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, status, "the seat is the second buyer's now")
+
+	in.Pass = b.desk.admit(event, user) // admitted again: the gates let the retry through
+	again, err := b.holds.Hold(ctx, in)
+	require.NoError(t, err, "not 409: the hold was committed")
+	require.True(t, again.Replayed)
+	require.Equal(t, string(first.Body), string(again.Body), "byte for byte")
+
+	// A new request for the seat still meets the hint.
+	_, err = b.holds.Hold(ctx, holdInput{User: user, Event: event, Pass: in.Pass, Key: "new", Seats: []int64{seats[2]}})
+	require.Equal(t, http.StatusConflict, err.(*web.Error).Status)
 }
 
 // A reservation that ends leaves, in its own transaction, an outbox event

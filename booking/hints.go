@@ -2,7 +2,9 @@ package booking
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/base64"
 	"fmt"
 	"time"
 
@@ -33,10 +35,11 @@ type hints struct {
 	keys keys
 }
 
-// take hints every seat for owner, or none. It returns the seat another
-// owner already hints (0 when all were taken).
-func (h hints) take(ctx context.Context, event string, seats []int64, owner string, ttl time.Duration) (int64, error) {
-	n, err := hintHold.Run(ctx, h.rdb, h.hintKeys(event, seats), owner, max(ttl.Milliseconds(), 1)).Int64()
+// take hints every seat for owner, or none. claim names the request
+// (holdClaim): hints of the same claim do not refuse it. It returns the
+// seat another request already hints (0 when all were taken).
+func (h hints) take(ctx context.Context, event string, seats []int64, owner, claim string, ttl time.Duration) (int64, error) {
+	n, err := hintHold.Run(ctx, h.rdb, h.hintKeys(event, seats), owner, claim, max(ttl.Milliseconds(), 1)).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("seat hints: %w", err)
 	}
@@ -72,4 +75,11 @@ func (h hints) hintKeys(event string, seats []int64) []string {
 		out[i] = h.keys.hint(event, s)
 	}
 	return out
+}
+
+// holdClaim names a hold request in its seat hints: its user and
+// idempotency key, hashed (a user id can be 128 bytes).
+func holdClaim(user, key string) string {
+	sum := sha256.Sum256([]byte(opHold + "\x00" + user + "\x00" + key))
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }

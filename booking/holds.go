@@ -3,16 +3,13 @@ package booking
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -75,10 +72,13 @@ type holdResult struct {
 
 const opHold = "hold"
 
-// Hold runs a hold: cheap refusals first (rate, admission, idempotency,
-// pending checkout, seat hints), then seat rows locked in id order, prices
-// frozen, and everything written with the stored response in one READ
-// COMMITTED transaction. Client errors are *web.Error.
+// Hold runs a hold in at most two PostgreSQL round trips, and answers a
+// refusal after at most one: cheap refusals first (validation, rate,
+// admission, seat hints; each looks up the stored answer of the key before
+// it refuses), then one pipelined batch of key lookups that
+// locks nothing (read), then one batch that writes everything with the
+// stored response and commits (write), its constraints refusing whatever
+// changed in between. Client errors are *web.Error.
 func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error) {
 	seats, fp, err := h.check(in)
 	if err != nil {
@@ -97,37 +97,26 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		return holdResult{}, err
 	}
 	resID := uuid.Must(uuid.NewV7()).String() // time-ordered: inserts stay at the index tail
-	tx, err := h.db.Begin(ctx)
-	if err != nil {
-		return holdResult{}, storeError("begin hold", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-
-	ev, stored, err := h.prepare(ctx, tx, in, seats, fp)
-	if err != nil || stored != nil {
-		if stored != nil {
-			h.m.idempotentHits.Inc()
-			return *stored, nil
-		}
-		return holdResult{}, err
-	}
-	var ended []*released
-	if ev.pendingID != "" {
-		// The user's previous checkout is over but not yet reclaimed.
-		r, err := endReservation(ctx, tx, ev.pendingID, StatusExpired, true, "")
-		if err != nil {
-			return holdResult{}, storeError("expire previous checkout", err)
-		}
-		ended = append(ended, r)
-	}
-	holdFor := time.Duration(ev.holdMinutes) * time.Minute
-	expiresAt := ev.now.Add(holdFor)
-	// Hinted for a short claim only; the hints get the hold's time once it
-	// commits, so a process dying before the commit blocks nobody for long.
-	taken, err := h.hints.take(ctx, in.Event, seats, resID, min(h.cfg.HintClaimTTL, time.Until(expiresAt)))
+	// The hints come before PostgreSQL: a buyer who wants a hinted seat is
+	// refused without a round trip to it. They are taken for a short claim
+	// and get the hold's time once it commits, so a process dying before
+	// the commit blocks nobody for long. A retry of the same request is not
+	// refused by its own hints (holdClaim): PostgreSQL answers it.
+	taken, err := h.hints.take(ctx, in.Event, seats, resID, holdClaim(in.User, in.Key), h.cfg.HintClaimTTL)
 	if err != nil {
 		h.m.hintErrors.Inc()
 		return holdResult{}, web.Unavailable(time.Second, "seat hints unavailable; retry")
+	}
+	if taken != 0 {
+		// A retry of a committed hold whose seats another buyer hints
+		// now (it was cancelled or expired since) gets its stored answer,
+		// as past the gates.
+		if stored, ok := h.storedResponse(ctx, in, fp); ok {
+			h.m.idempotentHits.Inc()
+			return stored, nil
+		}
+		h.m.hintRejections.Inc()
+		return holdResult{}, seatsTaken([]int64{taken})
 	}
 	committed := false
 	defer func() {
@@ -135,32 +124,65 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 			h.releaseAfter(ctx, &released{id: resID, event: in.Event, seats: seats}, false)
 		}
 	}()
-	if taken != 0 {
-		h.m.hintRejections.Inc()
-		return holdResult{}, seatsTaken([]int64{taken})
-	}
-	more, err := h.reclaimExpired(ctx, tx, ev.expiredHolds)
+
+	view, err := h.read(ctx, in, seats)
 	if err != nil {
 		return holdResult{}, err
 	}
-	ended = append(ended, more...)
-	locked, occupancy, err := h.lockSeats(ctx, tx, in.Event, seats)
+	replay, err := view.refusal(in, seats, fp)
+	if replay != nil {
+		h.m.idempotentHits.Inc()
+		return *replay, nil
+	}
 	if err != nil {
 		return holdResult{}, err
 	}
-	res, err := h.write(ctx, tx, pendingHold{in: in, ev: ev, id: resID, expiresAt: expiresAt, seats: locked, occ: occupancy, fingerprint: fp})
+	p, err := h.price(in, fp, resID, view)
 	if err != nil {
 		return holdResult{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return holdResult{}, storeError("commit hold", err)
+	var ended []*released
+	if len(p.reclaim) == 0 {
+		err = h.write(ctx, p)
+	} else {
+		ended, err = h.writeReclaiming(ctx, p)
+	}
+	if errors.Is(err, errKeyTaken) {
+		return h.answerConcurrentRetry(ctx, in, fp)
+	}
+	if err != nil {
+		return holdResult{}, err
 	}
 	committed = true
-	h.afterCommit(ctx, in, seats, resID, holdFor, expiresAt)
+	holdFor := time.Duration(view.event.holdMinutes) * time.Minute
+	h.afterCommit(ctx, in, seats, resID, holdFor, p.expiresAt)
 	for _, r := range ended {
-		h.releaseAfter(ctx, r, true)
+		// The user's own previous checkout ended: their admission lease
+		// now belongs to this hold and stays.
+		h.releaseAfter(ctx, r, r.user != in.User)
 	}
-	return res, nil
+	return holdResult{Status: http.StatusCreated, Body: p.body}, nil
+}
+
+// answerConcurrentRetry answers a request whose key an identical request
+// committed while it ran: that one's stored response, or a 422 when the
+// key was used for something else.
+func (h *holdsPlane) answerConcurrentRetry(ctx context.Context, in holdInput, fp []byte) (holdResult, error) {
+	stored, found, err := h.lookupStored(ctx, in)
+	switch {
+	case err != nil:
+		return holdResult{}, storeError("read idempotency key", err)
+	case !found:
+		// The other request's transaction rolled back after all.
+		return holdResult{}, web.Unavailable(time.Second, "a request with this Idempotency-Key is running; retry")
+	case string(stored.fingerprint) != string(fp):
+		return holdResult{}, web.Errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			"this Idempotency-Key was used with a different request")
+	}
+	h.m.idempotentHits.Inc()
+	r := stored.result
+	r.Replayed = true
+	return r, nil
 }
 
 // afterCommit extends, side by side so the answer waits for one round trip,
@@ -192,23 +214,30 @@ func (h *holdsPlane) gates(ctx context.Context, in holdInput) error {
 	return h.verifyAdmission(ctx, in)
 }
 
-const selectStored = `SELECT fingerprint, status_code, response FROM idempotency_keys WHERE user_id = $1 AND operation = $2 AND key = $3`
+// lookupStored reads the stored answer of the request's key, if any.
+func (h *holdsPlane) lookupStored(ctx context.Context, in holdInput) (storedAnswer, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout)
+	defer cancel()
+	var st storedAnswer
+	err := h.db.QueryRow(ctx, selectStored, in.User, opHold, in.Key).Scan(&st.fingerprint, &st.result.Status, &st.result.Body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, false, nil
+	}
+	return st, err == nil, err
+}
 
 // storedResponse returns the stored answer of an earlier identical request
 // under the same key, if there is one. It is keyed by user, so it tells
 // nobody else anything. A different request under the key is not replayed
 // here: the gate's refusal stands.
 func (h *holdsPlane) storedResponse(ctx context.Context, in holdInput, fp []byte) (holdResult, bool) {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout)
-	defer cancel()
-	var storedFP []byte
-	var stored holdResult
-	err := h.db.QueryRow(ctx, selectStored, in.User, opHold, in.Key).Scan(&storedFP, &stored.Status, &stored.Body)
-	if err != nil || string(storedFP) != string(fp) {
+	st, found, err := h.lookupStored(ctx, in)
+	if err != nil || !found || string(st.fingerprint) != string(fp) {
 		return holdResult{}, false
 	}
-	stored.Replayed = true
-	return stored, true
+	r := st.result
+	r.Replayed = true
+	return r, true
 }
 
 // check validates the request and returns the sorted cart and the request
@@ -268,197 +297,6 @@ func (h *holdsPlane) verifyAdmission(ctx context.Context, in holdInput) error {
 	}
 }
 
-// eventRow is what the hold needs of the event, read in the first round trip.
-type eventRow struct {
-	currency    string
-	startsAt    time.Time
-	holdMinutes int
-	now         time.Time
-	pendingID   string // an expired pending checkout of this user, to end first
-	// expiredHolds are due reservations still holding wanted seats.
-	expiredHolds []string
-}
-
-// prepare sets the transaction's timeouts, serialises the user's hold
-// attempts (advisory lock), answers identical retries from the stored
-// response, and reads the event and the user's pending checkout, all in
-// one round trip.
-func (h *holdsPlane) prepare(ctx context.Context, tx pgx.Tx, in holdInput, seats []int64, fp []byte) (eventRow, *holdResult, error) {
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
-		fmt.Sprint(h.cfg.LockTimeout.Milliseconds()), fmt.Sprint(h.cfg.StatementTimeout.Milliseconds()))
-	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, in.User+"\n"+opHold)
-	b.Queue(selectStored, in.User, opHold, in.Key)
-	b.Queue(`
-SELECT e.currency, e.starts_at, e.hold_minutes, clock_timestamp(),
-       e.sale_opens_at <= clock_timestamp() AND (e.sale_closes_at IS NULL OR e.sale_closes_at > clock_timestamp()),
-       r.id::text, r.expires_at <= clock_timestamp()
-FROM events e
-LEFT JOIN reservations r ON r.event_id = e.id AND r.user_id = $2 AND r.status = 'PENDING_PAYMENT'
-WHERE e.id = $1`, in.Event, in.User)
-	b.Queue(`
-SELECT DISTINCT r.id::text FROM seats s JOIN reservations r ON r.id = s.reservation_id
-WHERE s.event_id = $1 AND s.id = ANY($2) AND s.status = 'HELD'
-  AND r.status = 'PENDING_PAYMENT' AND r.expires_at <= clock_timestamp()
-ORDER BY 1`, in.Event, seats)
-	res := tx.SendBatch(ctx, b)
-	defer res.Close()
-	var ev eventRow
-	for i := 0; i < 2; i++ {
-		if _, err := res.Exec(); err != nil {
-			return ev, nil, storeError("prepare hold", err)
-		}
-	}
-	var storedFP []byte
-	var stored holdResult
-	err := res.QueryRow().Scan(&storedFP, &stored.Status, &stored.Body)
-	switch {
-	case err == nil:
-		if string(storedFP) != string(fp) {
-			return ev, nil, web.Errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
-				"this Idempotency-Key was used with a different request")
-		}
-		stored.Replayed = true
-		return ev, &stored, nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return ev, nil, storeError("read idempotency key", err)
-	}
-	var open bool
-	var pendingID *string
-	var pendingDue *bool
-	err = res.QueryRow().Scan(&ev.currency, &ev.startsAt, &ev.holdMinutes, &ev.now, &open, &pendingID, &pendingDue)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ev, nil, web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
-	}
-	if err != nil {
-		return ev, nil, storeError("read event", err)
-	}
-	if !open {
-		return ev, nil, web.Errorf(http.StatusConflict, "sale_closed", "the sale of this event is not open")
-	}
-	if pendingID != nil {
-		if !*pendingDue {
-			e := web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
-			e.Details = map[string]any{"reservation": *pendingID}
-			return ev, nil, e
-		}
-		ev.pendingID = *pendingID
-	}
-	rows, err := res.Query()
-	if err != nil {
-		return ev, nil, storeError("find expired holds", err)
-	}
-	if ev.expiredHolds, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		return ev, nil, storeError("find expired holds", err)
-	}
-	return ev, nil, nil
-}
-
-// reclaimExpired ends expired holds on the wanted seats, reservation row
-// first, before any seat is locked: the same lock order as the expiry
-// worker, so the two never deadlock.
-func (h *holdsPlane) reclaimExpired(ctx context.Context, tx pgx.Tx, ids []string) ([]*released, error) {
-	var out []*released
-	for _, id := range ids {
-		r, err := endReservation(ctx, tx, id, StatusExpired, true, "")
-		if errors.Is(err, errNotPending) {
-			continue // someone else ended it first
-		}
-		if err != nil {
-			return nil, storeError("expire hold inline", err)
-		}
-		h.m.reclaimed.WithLabelValues("inline").Inc()
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-// lockedSeat is a seat row locked for the hold.
-type lockedSeat struct {
-	id        int64
-	section   string
-	row, num  int
-	status    string
-	basePrice int64
-}
-
-// lockSeats locks the cart's seat rows and, in the same round trip, reads
-// how full their sections are (for the scarcity multiplier).
-func (h *holdsPlane) lockSeats(ctx context.Context, tx pgx.Tx, event string, seats []int64) ([]lockedSeat, []occupancy, error) {
-	start := time.Now()
-	b := &pgx.Batch{}
-	// ORDER BY id puts the row locks under the sort: every hold locks in
-	// ascending id order, so overlapping carts cannot deadlock.
-	b.Queue(`
-SELECT id, section_id, row_num, seat_num, status, base_price FROM seats
-WHERE event_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE`, event, seats)
-	b.Queue(`
-SELECT o.section_id, s.seat_count, sum(o.taken)
-FROM section_occupancy o JOIN sections s ON s.event_id = o.event_id AND s.id = o.section_id
-WHERE o.event_id = $1 AND o.section_id IN (SELECT section_id FROM seats WHERE event_id = $1 AND id = ANY($2))
-GROUP BY o.section_id, s.seat_count`, event, seats)
-	res := tx.SendBatch(ctx, b)
-	defer res.Close()
-	rows, err := res.Query()
-	if err != nil {
-		return nil, nil, storeError("lock seats", err)
-	}
-	locked, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lockedSeat, error) {
-		var s lockedSeat
-		err := row.Scan(&s.id, &s.section, &s.row, &s.num, &s.status, &s.basePrice)
-		return s, err
-	})
-	if err != nil {
-		return nil, nil, storeError("lock seats", err)
-	}
-	h.m.lockWait.Observe(time.Since(start).Seconds())
-	rows, err = res.Query()
-	if err != nil {
-		return nil, nil, storeError("read occupancy", err)
-	}
-	occ, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (occupancy, error) {
-		var o occupancy
-		err := row.Scan(&o.section, &o.total, &o.taken)
-		return o, err
-	})
-	if err != nil {
-		return nil, nil, storeError("read occupancy", err)
-	}
-	if len(locked) != len(seats) {
-		var unknown []int64
-		for _, id := range seats {
-			if !slices.ContainsFunc(locked, func(s lockedSeat) bool { return s.id == id }) {
-				unknown = append(unknown, id)
-			}
-		}
-		e := web.BadRequest("seats %v are not seats of this event", unknown)
-		e.Code, e.Details = "unknown_seats", map[string]any{"seats": unknown}
-		return nil, nil, e
-	}
-	var taken []int64
-	for _, s := range locked {
-		if s.status != SeatAvailable {
-			taken = append(taken, s.id)
-		}
-	}
-	if len(taken) > 0 {
-		return nil, nil, seatsTaken(taken)
-	}
-	return locked, occ, nil
-}
-
-// occupancy is how many seats of a section are held or sold.
-type occupancy struct {
-	section      string
-	total, taken int64
-}
-
-func seatsTaken(seats []int64) *web.Error {
-	e := web.Errorf(http.StatusConflict, "seats_unavailable", "seats %v are not available", seats)
-	e.Details = map[string]any{"seats": seats}
-	return e
-}
-
 // releaseAfter does the cleanup of an ended reservation once its
 // transaction is over: owner-checked hint release and, for reservations
 // that really ended, the buyer's admission lease.
@@ -473,63 +311,4 @@ func (h *holdsPlane) releaseAfter(ctx context.Context, r *released, endLease boo
 			h.log.Debug("release admission lease", "err", err)
 		}
 	}
-}
-
-// storeError maps PostgreSQL failures to a retryable 503 (lock and
-// statement timeouts, deadlocks, a server starting, stopping or out of
-// connections, lost connections) or, for constraint violations that mean
-// "taken", a 409. Anything else is a 500.
-func storeError(what string, err error) error {
-	var apiErr *web.Error
-	if errors.As(err, &apiErr) {
-		return err
-	}
-	// Connection failures first: a refused connection wraps the server's
-	// own PgError (57P03 "the database system is starting up"), which is
-	// no bug of ours.
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.SafeToRetry(err) || isConnError(err) {
-		return web.Unavailable(time.Second, "the database is unavailable; retry")
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		if retryableState(pgErr.Code) {
-			return web.Unavailable(time.Second, "the database is busy; retry")
-		}
-		switch pgErr.Code {
-		case "23505":
-			switch pgErr.ConstraintName {
-			case "one_live_owner_per_seat":
-				return web.Errorf(http.StatusConflict, "seats_unavailable", "a seat of the cart was taken")
-			case "one_active_checkout":
-				return web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
-			case "one_active_stay_checkout":
-				return web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress at this hotel")
-			}
-		case "23514":
-			if pgErr.ConstraintName == "room_nights_no_overbooking" {
-				// The database refused an overbooking the code let through.
-				return web.Errorf(http.StatusConflict, "rooms_unavailable", "not enough rooms free on every night")
-			}
-		}
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
-// retryableState tells whether a SQLSTATE means "try again": lock and
-// statement timeouts, serialization failures and deadlocks, a server that
-// is shutting down, restarting or starting (57P01-57P03, 57P05 idle
-// session timeout), out of connections or resources (class 53), and
-// connection exceptions (class 08).
-func retryableState(code string) bool {
-	switch code {
-	case "55P03", "57014", "40001", "40P01", "57P01", "57P02", "57P03", "57P05", "58030":
-		return true
-	}
-	return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "53")
-}
-
-func isConnError(err error) bool {
-	var ce *pgconn.ConnectError
-	return errors.As(err, &ce) || errors.Is(err, pgx.ErrTxClosed)
 }

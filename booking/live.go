@@ -2,6 +2,7 @@ package booking
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -171,9 +172,16 @@ func (inv *invalidator) Handle(ctx context.Context, e outbox.Event) error {
 	if err := json.Unmarshal(e.Payload, &p); err != nil || !validEventID(p.Event) || !sectionIDPattern.Valid(p.Section) {
 		return nil // nothing to invalidate; not worth stopping the relay for
 	}
-	if err := inv.rdb.Del(ctx, inv.keys.snapshot(p.Event, allScope)).Err(); err != nil {
-		return errors.Join(errors.New("drop seat-map snapshot"), err)
-	}
 	msg, _ := json.Marshal(invalidation{Type: "invalidate", Section: p.Section})
-	return inv.hub.Publish(ctx, inv.keys.liveTopic(p.Event, p.Section), msg)
+	err := invalidateScript.Run(ctx, inv.rdb, []string{inv.keys.snapshot(p.Event, allScope)},
+		inv.keys.liveTopic(p.Event, p.Section), inv.hub.PublishCommand(), msg).Err()
+	if err != nil {
+		return errors.Join(errors.New("drop seat-map snapshot and publish the invalidation"), err)
+	}
+	return nil
 }
+
+//go:embed lua/invalidate.lua
+var invalidateLua string
+
+var invalidateScript = store.NewScript("booking_invalidate", invalidateLua)

@@ -36,7 +36,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "presenced_booking_hold_duration_seconds", Help: "Hold request latency.", Buckets: fast,
 		}),
 		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "presenced_booking_seat_lock_wait_seconds", Help: "Time to lock a cart's seat rows.", Buckets: fast,
+			Name: "presenced_booking_seat_lock_wait_seconds", Help: "Time of a hold's write round trip: the cart's seat rows locked, written and committed.", Buckets: fast,
 		}),
 		hintRejections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "presenced_booking_hint_rejections_total",

@@ -61,10 +61,11 @@ func (b *bundle) doubleOwned(t *testing.T, event string) int {
 	return n
 }
 
-// The race test can fail: with the unique index dropped in a scratch
-// database, the hold path without row locks sells a seat twice. The real
-// path, against the same weakened schema, still sells it once: the row
-// locks alone hold the line, and the index is a second one.
+// The race test can fail: with the unique index and the seat-state trigger
+// dropped in a scratch database, the hold path without row locks sells a
+// seat twice. The real path holds the line with either defence alone: a
+// seat becomes HELD only from AVAILABLE, under its row lock (the trigger),
+// and one live item per seat (the index).
 func TestNegativeControlDoubleSaleWithoutDefences(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -73,6 +74,8 @@ func TestNegativeControlDoubleSaleWithoutDefences(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(scratch.Close)
 	_, err = store.Migrate(ctx, scratch, store.Migrations(), testenv.Logger())
+	require.NoError(t, err)
+	_, err = scratch.Exec(ctx, `DROP TRIGGER seat_held_only_when_available ON seats`)
 	require.NoError(t, err)
 	_, err = scratch.Exec(ctx, `DROP INDEX one_live_owner_per_seat`)
 	require.NoError(t, err)
@@ -90,12 +93,30 @@ func TestNegativeControlDoubleSaleWithoutDefences(t *testing.T) {
 	require.Greater(t, statuses[201], 1, "without locks and index several buyers win: %v", statuses)
 	require.Positive(t, b.doubleOwned(t, event), "a seat was sold twice: the invariant check detects it")
 
-	event2, seats2 := b.event(t, "A:1x10@100")
-	cart2 := []int64{seats2[0], seats2[1]}
-	statuses = race(t, 30, func(i int) int {
-		s, _, _ := b.hold(t, event2, fmt.Sprintf("real%d", i), "k", cart2, "")
-		return s
-	})
-	require.Equal(t, 1, statuses[201], "%v", statuses)
-	require.Zero(t, b.doubleOwned(t, event2))
+	// The real path, hints dropped as they go, against the schema with one
+	// defence back at a time (the naive sales released, so the index can
+	// be built again).
+	_, err = scratch.Exec(ctx, `UPDATE reservation_items SET status = 'RELEASED'
+		WHERE reservation_id IN (SELECT id FROM reservations WHERE event_id = $1)`, event)
+	require.NoError(t, err)
+	for _, defence := range []string{
+		`CREATE UNIQUE INDEX one_live_owner_per_seat ON reservation_items (seat_id) WHERE status IN ('HELD', 'SOLD', 'CHECKED_IN')`,
+		`DROP INDEX one_live_owner_per_seat; CREATE TRIGGER seat_held_only_when_available BEFORE UPDATE OF status ON seats
+		 FOR EACH ROW WHEN (NEW.status = 'HELD' AND OLD.status <> 'AVAILABLE') EXECUTE FUNCTION seat_held_only_when_available()`,
+	} {
+		_, err = scratch.Exec(ctx, defence)
+		require.NoError(t, err)
+		event2, seats2 := b.event(t, "A:1x10@100")
+		cart2 := []int64{seats2[0], seats2[1]}
+		statuses = race(t, 30, func(i int) int {
+			_ = b.rdb.Del(ctx, hints{rdb: b.rdb, keys: keys{ks: b.ks}}.hintKeys(event2, cart2)...).Err()
+			s, _, _ := b.hold(t, event2, fmt.Sprintf("real%d", i), "k", cart2, "")
+			return s
+		})
+		require.Equal(t, 1, statuses[201], "%s: %v", defence, statuses)
+		require.Zero(t, b.doubleOwned(t, event2), defence)
+		var held int
+		require.NoError(t, scratch.QueryRow(ctx, `SELECT count(*) FROM seats WHERE event_id = $1 AND status = 'HELD'`, event2).Scan(&held))
+		require.Equal(t, 2, held, defence)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/presenced/presenced/internal/outbox"
@@ -25,6 +26,15 @@ var errNotPending = errors.New("reservation is not pending")
 const lockReservation = `
 SELECT coalesce(event_id, hotel_id), user_id, status, expires_at <= clock_timestamp(), coalesce(promo_code, ''), kind
 FROM reservations WHERE id = $1 FOR UPDATE`
+
+// releaseSeats gives a pending reservation's seats back: items RELEASED,
+// seats AVAILABLE, found through the items' key (see sellSeats).
+const releaseSeats = `
+WITH items AS (
+	UPDATE reservation_items SET status = 'RELEASED' WHERE reservation_id = $1 RETURNING seat_id)
+UPDATE seats s SET status = 'AVAILABLE', reservation_id = NULL, version = s.version + 1
+FROM items WHERE s.id = items.seat_id AND s.reservation_id = $1 AND s.status = 'HELD'
+RETURNING s.id, s.section_id`
 
 // endReservation moves a pending reservation to status (EXPIRED or
 // CANCELLED): seats back to AVAILABLE, items RELEASED, the promotion use
@@ -54,19 +64,15 @@ func endReservation(ctx context.Context, tx pgx.Tx, id, status string, onlyIfExp
 	}
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE reservations SET status = $2, updated_at = clock_timestamp() WHERE id = $1`, id, status)
-	b.Queue(`UPDATE reservation_items SET status = 'RELEASED' WHERE reservation_id = $1 AND status = 'HELD'`, id)
-	b.Queue(`UPDATE seats SET status = 'AVAILABLE', reservation_id = NULL, version = version + 1
-	         WHERE reservation_id = $1 AND status = 'HELD' RETURNING id, section_id`, id)
+	b.Queue(releaseSeats, id)
 	if promo != "" {
 		b.Queue(`WITH gone AS (DELETE FROM promotion_uses WHERE reservation_id = $1 RETURNING event_id, code)
 		         UPDATE promotions p SET used = p.used - 1 FROM gone WHERE p.event_id = gone.event_id AND p.code = gone.code`, id)
 	}
 	res := tx.SendBatch(ctx, b)
 	defer res.Close()
-	for i := 0; i < 2; i++ {
-		if _, err := res.Exec(); err != nil {
-			return nil, fmt.Errorf("end reservation: %w", err)
-		}
+	if _, err := res.Exec(); err != nil {
+		return nil, fmt.Errorf("end reservation: %w", err)
 	}
 	rows, err := res.Query()
 	if err != nil {
@@ -87,6 +93,7 @@ func endReservation(ctx context.Context, tx pgx.Tx, id, status string, onlyIfExp
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("release seats: %w", err)
 	}
+	slices.Sort(r.seats)
 	if promo != "" {
 		if _, err := res.Exec(); err != nil {
 			return nil, fmt.Errorf("return promotion use: %w", err)

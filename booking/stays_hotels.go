@@ -352,7 +352,7 @@ WHERE rn.hotel_id = $1 AND rn.room_type_id = $2 AND rn.night = locked.night`,
 
 // hotelsSince lists hotels registered after cursor, in registration order.
 func hotelsSince(ctx context.Context, db *pgxpool.Pool, cursor int64, limit int) ([]string, int64, error) {
-	rows, err := db.Query(ctx, `SELECT seq, id FROM hotels WHERE seq > $1 ORDER BY seq LIMIT $2`, cursor, limit)
+	rows, err := db.Query(ctx, selectHotelsSince, cursor, limit, hotelSettle.Seconds())
 	if err != nil {
 		return nil, cursor, fmt.Errorf("list hotels: %w", err)
 	}
@@ -362,8 +362,15 @@ func hotelsSince(ctx context.Context, db *pgxpool.Pool, cursor int64, limit int)
 	for rows.Next() {
 		var seq int64
 		var id string
-		if err := rows.Scan(&seq, &id); err != nil {
+		var settled bool
+		if err := rows.Scan(&seq, &id, &settled); err != nil {
 			return nil, cursor, fmt.Errorf("list hotels: %w", err)
+		}
+		if seq != next+1 && !settled {
+			// A registration that drew a lower number may not have
+			// committed yet: stop before the gap, or its hotel would
+			// be behind the cursor when it does.
+			break
 		}
 		ids = append(ids, id)
 		next = seq
@@ -373,3 +380,15 @@ func hotelsSince(ctx context.Context, db *pgxpool.Pool, cursor int64, limit int)
 	}
 	return ids, next, nil
 }
+
+// Registration numbers are drawn before a registration commits, so they
+// commit out of order, and one that fails (a duplicate id, a rollback)
+// leaves a gap forever. The listing goes past a gap only once the hotel
+// after it was registered hotelSettle ago: far longer than a registration
+// takes, so by then the missing number's registration has committed (and
+// been listed) or never will.
+const hotelSettle = 5 * time.Second
+
+const selectHotelsSince = `
+SELECT seq, id, clock_timestamp() - created_at > make_interval(secs => $3)
+FROM hotels WHERE seq > $1 ORDER BY seq LIMIT $2`

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/presenced/presenced/internal/outbox"
 	"github.com/presenced/presenced/web"
@@ -45,14 +46,15 @@ func seatsPerSection(items []Item) map[string]int {
 	return out
 }
 
+const addOccupancy = `UPDATE section_occupancy SET taken = taken + $4 WHERE event_id = $1 AND section_id = $2 AND shard = $3`
+
 // queueSectionChanges adds, for every section a change touched, its
 // occupancy update (sign × seats, on a random shard) and its inventory
 // event. Sections go in id order so that transactions touching several
 // sections take the shard rows in one global order.
 func queueSectionChanges(b *pgx.Batch, event string, perSection map[string]int, sign int) error {
 	for _, sec := range sortedSections(perSection) {
-		b.Queue(`UPDATE section_occupancy SET taken = taken + $4 WHERE event_id = $1 AND section_id = $2 AND shard = $3`,
-			event, sec, rand.IntN(occupancyShards), sign*perSection[sec])
+		b.Queue(addOccupancy, event, sec, rand.IntN(occupancyShards), sign*perSection[sec])
 	}
 	return queueInventoryEvents(b, event, perSection)
 }
@@ -77,38 +79,10 @@ func sortedSections(perSection map[string]int) []string {
 	return sections
 }
 
-// promotion is a locked promotion row.
-type promotion struct {
-	discountBps int64
-}
-
-// lockPromotion locks the promotion row and checks the global cap; the
-// per-user cap is the primary key of promotion_uses, checked on insert.
-func lockPromotion(ctx context.Context, tx pgx.Tx, event, code string) (*promotion, error) {
-	if code == "" {
-		return nil, nil
-	}
-	var p promotion
-	var maxUses, used int
-	var expired bool
-	err := tx.QueryRow(ctx, `
-SELECT discount_bps, max_uses, used, coalesce(valid_until <= clock_timestamp(), false)
-FROM promotions WHERE event_id = $1 AND code = $2 FOR UPDATE`, event, code).Scan(&p.discountBps, &maxUses, &used, &expired)
-	if errors.Is(err, pgx.ErrNoRows) || expired {
-		return nil, web.Errorf(http.StatusUnprocessableEntity, "invalid_promo_code", "no such promotion code for this event")
-	}
-	if err != nil {
-		return nil, storeError("lock promotion", err)
-	}
-	if used >= maxUses {
-		return nil, web.Errorf(http.StatusConflict, "promotion_exhausted", "this promotion has no uses left")
-	}
-	return &p, nil
-}
-
 // freeze prices every seat: the section's scarcity multiplier from its
-// committed occupancy, the promotion discount, integer half-up rounding.
-func freeze(ev eventRow, seats []lockedSeat, occ []occupancy, promo *promotion) ([]Item, int64, error) {
+// committed occupancy (as read: two buyers in the same instant may see the
+// same), the promotion discount, integer half-up rounding.
+func freeze(ev eventRow, seats []seatRow, occ []occupancy, promo *promotionRow) ([]Item, int64, error) {
 	surge := map[string]int64{}
 	until := ev.startsAt.Sub(ev.now)
 	for _, o := range occ {
@@ -134,77 +108,160 @@ func freeze(ev eventRow, seats []lockedSeat, occ []occupancy, promo *promotion) 
 	return items, total, nil
 }
 
-// write prices the cart and writes the reservation, its items, the seats,
-// the promotion use, the inventory events and the stored response in one
-// round trip of the hold transaction.
-// pendingHold is a hold whose seats are locked, ready to be written.
+// pendingHold is a priced hold, ready to be written.
 type pendingHold struct {
 	in        holdInput
-	ev        eventRow
 	id        string // the reservation's
 	expiresAt time.Time
-	seats     []lockedSeat
-	occ       []occupancy
+	currency  string
+	items     []Item
+	total     int64
+	promo     bool
+	body      []byte // the 201 answer, stored with the reservation
 	// fingerprint of the request, stored with the response for replays.
 	fingerprint []byte
+	// reclaim lists the reservations to end first (holdView.reclaims).
+	reclaim []string
 }
 
-func (h *holdsPlane) write(ctx context.Context, tx pgx.Tx, p pendingHold) (holdResult, error) {
-	in, ev, resID, expiresAt, fp := p.in, p.ev, p.id, p.expiresAt, p.fingerprint
-	promo, err := lockPromotion(ctx, tx, in.Event, in.PromoCode)
+// price turns what the first round trip read into the hold to write.
+func (h *holdsPlane) price(in holdInput, fp []byte, resID string, v *holdView) (*pendingHold, error) {
+	items, total, err := freeze(*v.event, v.seats, v.occupancy(), v.promo)
 	if err != nil {
-		return holdResult{}, err
+		return nil, err
 	}
-	items, total, err := freeze(ev, p.seats, p.occ, promo)
-	if err != nil {
-		return holdResult{}, err
-	}
+	expiresAt := v.event.now.Add(time.Duration(v.event.holdMinutes) * time.Minute)
 	res := Reservation{ID: resID, Kind: KindSeats, Event: in.Event, Status: StatusPending, ExpiresAt: expiresAt.UTC(),
-		Total: total, Currency: ev.currency, PromoCode: in.PromoCode, Items: items}
-	body := mustJSON(res)
+		Total: total, Currency: v.event.currency, PromoCode: in.PromoCode, Items: items}
+	return &pendingHold{in: in, id: resID, expiresAt: expiresAt, currency: v.event.currency, items: items, total: total,
+		promo: v.promo != nil, body: mustJSON(res), fingerprint: fp, reclaim: v.reclaims()}, nil
+}
 
+// The hold's writes. Nothing was locked when the hold read, so each
+// statement refuses what may have changed since, by constraint:
+//   - idempotency_keys' key: an identical retry running at the same time
+//     waits here for the first and is then answered its stored response;
+//   - one_active_checkout: a second checkout of the user;
+//   - the seats, locked in id order (overlapping carts cannot deadlock),
+//     become HELD only from AVAILABLE (seat_held_only_when_available);
+//   - one_live_owner_per_seat, as ever;
+//   - promotion_within_cap and promotion_uses' key.
+const (
+	setHoldTimeouts = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`
+
+	insertHoldAnswer = `INSERT INTO idempotency_keys (user_id, operation, key, fingerprint, status_code, response)
+VALUES ($1, $2, $3, $4, $5, $6)`
+
+	insertHoldReservation = `INSERT INTO reservations (id, event_id, user_id, status, expires_at, total, currency, promo_code)
+VALUES ($1, $2, $3, 'PENDING_PAYMENT', $4, $5, $6, $7)`
+
+	holdSeatRows = `
+WITH wanted AS (SELECT id FROM seats WHERE id = ANY($2) ORDER BY id FOR UPDATE)
+UPDATE seats s SET status = 'HELD', reservation_id = $1, version = s.version + 1
+FROM wanted WHERE s.id = wanted.id`
+
+	insertHoldItems = `INSERT INTO reservation_items (reservation_id, seat_id, section_id, base_price, surge_bps, discount, price_at_lock, status)
+SELECT $1, *, 'HELD' FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::int[], $6::bigint[], $7::bigint[])`
+
+	usePromotion = `UPDATE promotions SET used = used + 1 WHERE event_id = $1 AND code = $2`
+
+	insertPromotionUse = `INSERT INTO promotion_uses (event_id, code, user_id, reservation_id) VALUES ($1, $2, $3, $4)`
+)
+
+// queueHold adds the hold's writes to b.
+func queueHold(b *pgx.Batch, p *pendingHold) error {
+	in := p.in
 	var promoCode *string
-	if promo != nil {
+	if p.promo {
 		promoCode = &in.PromoCode
 	}
-	ids := make([]int64, len(items))
-	secs := make([]string, len(items))
-	bases, surges, discounts, prices := make([]int64, len(items)), make([]int64, len(items)), make([]int64, len(items)), make([]int64, len(items))
-	for i, it := range items {
+	n := len(p.items)
+	ids, secs := make([]int64, n), make([]string, n)
+	bases, surges, discounts, prices := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	for i, it := range p.items {
 		ids[i], secs[i], bases[i], surges[i], discounts[i], prices[i] = it.Seat, it.Section, it.BasePrice, it.SurgeBps, it.Discount, it.Price
 	}
+	b.Queue(insertHoldAnswer, in.User, opHold, in.Key, p.fingerprint, http.StatusCreated, p.body)
+	b.Queue(insertHoldReservation, p.id, in.Event, in.User, p.expiresAt, p.total, p.currency, promoCode)
+	b.Queue(holdSeatRows, p.id, ids)
+	b.Queue(insertHoldItems, p.id, ids, secs, bases, surges, discounts, prices)
+	if p.promo {
+		b.Queue(usePromotion, in.Event, in.PromoCode)
+		b.Queue(insertPromotionUse, in.Event, in.PromoCode, in.User, p.id)
+	}
+	return queueSectionChanges(b, in.Event, seatsPerSection(p.items), +1)
+}
+
+// errKeyTaken says that an identical retry committed the key first: the
+// caller answers it the stored response.
+var errKeyTaken = errors.New("idempotency key taken by a concurrent request")
+
+// writeError maps a failed write: the key taken by a concurrent retry, or
+// what storeError says.
+func writeError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "idempotency_keys_pkey" {
+		return errKeyTaken
+	}
+	return storeError("write hold", err)
+}
+
+// write is the second and last round trip of a hold: every write in one
+// pipelined batch, which PostgreSQL runs as one implicit transaction and
+// commits at its end. No row is locked before it, and none longer than
+// it takes.
+func (h *holdsPlane) write(ctx context.Context, p *pendingHold) error {
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO reservations (id, event_id, user_id, status, expires_at, total, currency, promo_code)
-	         VALUES ($1, $2, $3, 'PENDING_PAYMENT', $4, $5, $6, $7)`,
-		resID, in.Event, in.User, expiresAt, total, ev.currency, promoCode)
-	b.Queue(`INSERT INTO reservation_items (reservation_id, seat_id, section_id, base_price, surge_bps, discount, price_at_lock, status)
-	         SELECT $1, * , 'HELD' FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::int[], $6::bigint[], $7::bigint[])`,
-		resID, ids, secs, bases, surges, discounts, prices)
-	b.Queue(`UPDATE seats SET status = 'HELD', reservation_id = $1, version = version + 1 WHERE id = ANY($2)`, resID, ids)
-	if promo != nil {
-		b.Queue(`INSERT INTO promotion_uses (event_id, code, user_id, reservation_id) VALUES ($1, $2, $3, $4)
-		         ON CONFLICT DO NOTHING`, in.Event, in.PromoCode, in.User, resID)
-		b.Queue(`UPDATE promotions SET used = used + 1 WHERE event_id = $1 AND code = $2`, in.Event, in.PromoCode)
+	b.Queue(setHoldTimeouts, itoa(h.cfg.LockTimeout.Milliseconds()), itoa(h.cfg.StatementTimeout.Milliseconds()))
+	if err := queueHold(b, p); err != nil {
+		return err
 	}
-	b.Queue(`INSERT INTO idempotency_keys (user_id, operation, key, fingerprint, status_code, response)
-	         VALUES ($1, $2, $3, $4, $5, $6)`, in.User, opHold, in.Key, fp, http.StatusCreated, body)
-	if err := queueSectionChanges(b, in.Event, seatsPerSection(items), +1); err != nil {
-		return holdResult{}, err
+	start := time.Now()
+	err := h.db.SendBatch(ctx, b).Close()
+	h.m.lockWait.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return writeError(err)
 	}
-	results := tx.SendBatch(ctx, b)
-	for i := 0; i < b.Len(); i++ {
-		tag, err := results.Exec()
+	return nil
+}
+
+// writeReclaiming is the hold that must first end reservations (an expired
+// hold on a wanted seat, the user's own checkout whose time is up): in one
+// transaction, each reservation row locked first and ended (the lock order
+// of the expiry worker), then the hold's writes. It takes more round trips,
+// and is rare: the expiry worker ends due holds every second.
+func (h *holdsPlane) writeReclaiming(ctx context.Context, p *pendingHold) ([]*released, error) {
+	tx, err := h.db.Begin(ctx)
+	if err != nil {
+		return nil, storeError("begin hold", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, setHoldTimeouts, itoa(h.cfg.LockTimeout.Milliseconds()), itoa(h.cfg.StatementTimeout.Milliseconds())); err != nil {
+		return nil, storeError("hold", err)
+	}
+	var ended []*released
+	for _, id := range p.reclaim {
+		r, err := endReservation(ctx, tx, id, StatusExpired, true, "")
+		if errors.Is(err, errNotPending) {
+			continue // someone else ended it first
+		}
 		if err != nil {
-			_ = results.Close()
-			return holdResult{}, storeError("write hold", err)
+			return nil, storeError("expire hold inline", err)
 		}
-		if promo != nil && i == 3 && tag.RowsAffected() == 0 {
-			_ = results.Close()
-			return holdResult{}, web.Errorf(http.StatusConflict, "promotion_already_used", "you already used this promotion code")
+		if r.user != p.in.User {
+			h.m.reclaimed.WithLabelValues("inline").Inc()
 		}
+		ended = append(ended, r)
 	}
-	if err := results.Close(); err != nil {
-		return holdResult{}, storeError("write hold", err)
+	b := &pgx.Batch{}
+	if err := queueHold(b, p); err != nil {
+		return nil, err
 	}
-	return holdResult{Status: http.StatusCreated, Body: body}, nil
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, writeError(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, storeError("commit hold", err)
+	}
+	return ended, nil
 }

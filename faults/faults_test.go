@@ -289,10 +289,11 @@ GROUP BY seat_id HAVING count(*) > 1) x`).Scan(&doubles))
 			return false
 		}
 		for _, k := range keys {
-			owner, err := rdb.Get(ctx, k).Result()
+			hint, err := rdb.Get(ctx, k).Result()
 			if err != nil {
 				continue // gone meanwhile
 			}
+			owner, _, _ := strings.Cut(hint, "|") // "<reservation>|<claim>"
 			var live bool
 			if d.db.QueryRow(ctx, `SELECT status = 'PENDING_PAYMENT' AND expires_at > now() FROM reservations WHERE id = $1`, owner).Scan(&live) != nil || !live {
 				return false

@@ -61,6 +61,44 @@ func BenchmarkHeartbeatHandler(b *testing.B) {
 	}
 }
 
+// BenchmarkHeartbeatNewSession measures a new session's first two
+// heartbeats: the first issues and signs its cookie, the second presents it
+// (remembered as signed here, so not verified back).
+func BenchmarkHeartbeatNewSession(b *testing.B) {
+	e := newEnv(b, envOpts{cfg: func(v *cfgViewers) { v.MaxPending = 1 << 26 }})
+	ec := echo.New()
+	ec.HTTPErrorHandler = web.ErrorHandler(e.mod.log)
+	ec.POST("/v1/viewers/:hotel/heartbeat", e.mod.heartbeat)
+	var next atomic.Int64
+	var bad atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1)
+			path := fmt.Sprintf("/v1/viewers/bench-%d/heartbeat", i%1000)
+			addr := fmt.Sprintf("198.18.%d.%d:4000", i%200, i%250)
+			req := httptest.NewRequest(http.MethodPost, path, nil)
+			req.RemoteAddr = addr
+			w := httptest.NewRecorder()
+			ec.ServeHTTP(w, req)
+			cookie := sessionCookie(w.Result(), e.cfg.CookieName)
+			req = httptest.NewRequest(http.MethodPost, path, nil)
+			req.RemoteAddr = addr
+			req.Header.Set("Cookie", e.cfg.CookieName+"="+cookie)
+			w = httptest.NewRecorder()
+			ec.ServeHTTP(w, req)
+			if w.Code != http.StatusNoContent || sessionCookie(w.Result(), e.cfg.CookieName) != "" {
+				bad.Add(1)
+			}
+		}
+	})
+	b.StopTimer()
+	if n := bad.Load(); n > 0 {
+		b.Logf("%d second heartbeats not accepted as the same session", n)
+	}
+}
+
 // BenchmarkFlush10k writes one flush of 10,000 distinct session hashes for
 // one hotel: one PFADD (plus its expiry the first time).
 func BenchmarkFlush10k(b *testing.B) {

@@ -89,6 +89,7 @@ func (s *sessions) resolve(cookie string, now time.Time) (session, error) {
 				if err != nil {
 					return session{}, err
 				}
+				s.remember(v, hash, now)
 				sess.setCookie = v
 			}
 			return sess, nil
@@ -107,7 +108,19 @@ func (s *sessions) issue(now time.Time) (session, error) {
 	if err != nil {
 		return session{}, err
 	}
-	return session{hash: sessionHash(id), setCookie: v, fresh: true}, nil
+	h := sessionHash(id)
+	s.remember(v, h, now)
+	return session{hash: h, setCookie: v, fresh: true}, nil
+}
+
+// remember records a cookie this process just signed as verified: the
+// session's next heartbeat (which, for a new session, is most of its
+// first minute's cost) then needs no Ed25519 verification of a signature
+// made here a moment ago.
+func (s *sessions) remember(cookie string, hash uint64, now time.Time) {
+	k := maphash.String(s.seedA, cookie)
+	check := maphash.String(s.seedB, cookie)
+	s.cache.Put(k, verified{check: check, hash: hash, issued: now.Unix(), kid: s.ring.ActiveID()}, now.UnixNano())
 }
 
 func (s *sessions) sign(id [sessionIDLen]byte, now time.Time) (string, error) {

@@ -254,3 +254,36 @@ func TestFlushCoalescesIntoOneWrite(t *testing.T) {
 	e.flush()
 	require.Equal(t, 20, cc.get("pfadd"))
 }
+
+// A new session's cookie is signed once and never verified back: the
+// process remembers what it signed, so the session's next heartbeat pays
+// no Ed25519 verification. The test swaps in a key that would refuse the
+// signature (same key id, another key): the remembered cookie is still the
+// session it was issued as, and only a cookie not signed here is checked.
+func TestNewSessionIsSignedOnceAndNotVerifiedBack(t *testing.T) {
+	t.Parallel()
+	signing, _, err := keyring.Generate("k1")
+	require.NoError(t, err)
+	ring, err := keyring.Parse(signing, nil)
+	require.NoError(t, err)
+	s := newSessions(ring, time.Hour, 1024)
+	now := time.Now()
+	sess, err := s.issue(now)
+	require.NoError(t, err)
+	require.True(t, sess.fresh)
+
+	other, _, err := keyring.Generate("k1")
+	require.NoError(t, err)
+	s.ring, err = keyring.Parse(other, nil)
+	require.NoError(t, err)
+	hash, kid, reason := s.verify(sess.setCookie, now.Add(time.Second))
+	require.Empty(t, reason, "the cookie signed here is not verified again")
+	require.Equal(t, sess.hash, hash)
+	require.Equal(t, "k1", kid)
+
+	// A cookie this process did not sign is verified, and refused here.
+	foreign, err := newSessions(ring, time.Hour, 16).issue(now)
+	require.NoError(t, err)
+	_, _, reason = s.verify(foreign.setCookie, now)
+	require.Equal(t, replaceBadSig, reason)
+}

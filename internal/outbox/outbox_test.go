@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -116,4 +117,79 @@ func TestFailingEffectStopsAndRetries(t *testing.T) {
 	var published bool
 	require.NoError(t, pool.QueryRow(ctx, `SELECT published_at IS NOT NULL FROM outbox WHERE aggregate_id = $1`, agg).Scan(&published))
 	require.True(t, published)
+}
+
+// The relay marks what it published in one statement per batch, not one
+// per event, and only what it published: an effect failing mid-batch
+// leaves that event and the rest unpublished.
+func TestRelayMarksABatchPublishedInOneStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = store.Migrate(ctx, pool, store.Migrations(), testenv.Logger())
+	require.NoError(t, err)
+	// A statement-level trigger counts the UPDATE statements on outbox.
+	_, err = pool.Exec(ctx, `
+CREATE TABLE updates_seen (n integer NOT NULL);
+INSERT INTO updates_seen VALUES (0);
+CREATE FUNCTION count_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN UPDATE updates_seen SET n = n + 1; RETURN NULL; END $$;
+CREATE TRIGGER count_update AFTER UPDATE ON outbox FOR EACH STATEMENT EXECUTE FUNCTION count_update();`)
+	require.NoError(t, err)
+	updates := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT n FROM updates_seen`).Scan(&n))
+		return n
+	}
+	stream := store.NewKeyspace(testenv.Prefix(t)).Global("outbox").Key("events")
+	r, err := NewRelay(RelayConfig{
+		Pool: pool, Redis: testenv.Redis(t), Stream: stream, StreamMaxLen: 10_000,
+		Batch: 100, PollInterval: time.Second, Retention: time.Hour,
+		Registerer: prometheus.NewRegistry(), Log: testenv.Logger(),
+	})
+	require.NoError(t, err)
+	add := func(kind string, n int) {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		for i := 0; i < n; i++ {
+			require.NoError(t, Add(ctx, tx, kind, "agg", map[string]int{"i": i}))
+		}
+		require.NoError(t, tx.Commit(ctx))
+	}
+
+	add("test.fine", 60)
+	n, err := r.RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 60, n)
+	require.Equal(t, 1, updates(), "60 events marked by one statement")
+
+	var fail atomic.Bool
+	fail.Store(true)
+	r.Handle("test.fragile", func(context.Context, Event) error {
+		if fail.Load() {
+			return errors.New("cache down")
+		}
+		return nil
+	})
+	add("test.fine", 5)
+	add("test.fragile", 1)
+	add("test.fine", 5)
+	n, err = r.RelayOnce(ctx)
+	require.ErrorContains(t, err, "cache down")
+	require.Equal(t, 5, n, "the events before the failing one went out")
+	require.Equal(t, 2, updates())
+	var left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left))
+	require.Equal(t, 6, left, "the failing event and those after it wait")
+	l, err := testenv.Redis(t).XLen(ctx, stream).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 65, l)
+
+	fail.Store(false)
+	n, err = r.RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 6, n)
+	require.Equal(t, 3, updates())
 }

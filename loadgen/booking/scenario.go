@@ -37,6 +37,7 @@ type Scenario struct {
 	hotSeats    int
 	hotFraction float64
 	cart        int
+	after       int
 	postgresURL string
 }
 
@@ -54,8 +55,9 @@ func (s *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.buyers, "buyers", 2000, "buyers (each holds at most once: one pending checkout per user and event)")
 	fs.StringVar(&s.sections, "sections", "A:50x100@5000,B:50x100@3000", "venue of the generated event (ID:ROWSxSEATS@PRICE,...)")
 	fs.IntVar(&s.hotSeats, "hot-seats", 4, "seats everybody in the hot group wants")
-	fs.Float64Var(&s.hotFraction, "hot-fraction", 0.5, "share of buyers racing for the hot seats")
+	fs.Float64Var(&s.hotFraction, "hot-fraction", 0.5, "share of buyers racing for the hot seats (the others are dealt distinct seats)")
 	fs.IntVar(&s.cart, "cart", 2, "seats per hold (1-6)")
+	fs.IntVar(&s.after, "after", 0, "also report the rate and latency of the holds after the first N (a sale well under way; 0: off)")
 	fs.StringVar(&s.postgresURL, "postgres-url", "", "database to verify ownership in (default: the development cluster under --data-dir)")
 }
 
@@ -88,12 +90,15 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	outcomes := map[int]int{}
 	var mu sync.Mutex
 	var hotWins atomic.Int64
+	late := &lateHolds{after: s.after}
 	r.Loop(ctx, func(ctx context.Context, _ int) error {
 		i := int(next.Add(1) - 1)
 		b := buyers[i]
 		hot := float64(i%100) < s.hotFraction*100
 		cart := run.pick(seats, hot)
+		t0 := time.Now()
 		status, err := run.hold(ctx, event, b, fmt.Sprintf("lg-%d", i), cart)
+		late.record(i, t0, status)
 		mu.Lock()
 		outcomes[status]++
 		mu.Unlock()
@@ -114,6 +119,7 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 		mix = append(mix, fmt.Sprintf("%d:%d", code, outcomes[code]))
 	}
 	r.AddFigure("outcomes", "%s", strings.Join(mix, " "))
+	late.report(r)
 	r.AddFigure("hot-seat winners", "%d (at most %d possible)", hotWins.Load(), s.hotSeats/s.cart)
 	return run.verify(ctx, event)
 }
@@ -122,6 +128,11 @@ type bookingRun struct {
 	s    *Scenario
 	r    *loadgen.Runner
 	base string
+	// The order the buyers who do not race for the hot seats are dealt
+	// the other seats in, and how many were dealt.
+	once  sync.Once
+	order []int
+	dealt atomic.Int64
 }
 
 func (run *bookingRun) createEvent(ctx context.Context) (string, []int64, error) {
@@ -206,6 +217,20 @@ func (run *bookingRun) admitAll(ctx context.Context, event string) ([]buyer, err
 func (run *bookingRun) pick(seats []int64, hot bool) []int64 {
 	cart := make([]int64, 0, run.s.cart)
 	pool := seats[run.s.hotSeats:]
+	if !hot && len(pool) >= run.s.cart {
+		// The other buyers take seats nobody else asked for (a shuffled
+		// order, dealt out), so they never race each other: their holds
+		// measure an uncontended sale however full it gets. Only once the
+		// venue is dealt out do carts overlap.
+		run.once.Do(func() {
+			run.order = rand.Perm(len(pool))
+		})
+		from := int(run.dealt.Add(int64(run.s.cart))) - run.s.cart
+		for i := 0; i < run.s.cart; i++ {
+			cart = append(cart, pool[run.order[(from+i)%len(pool)]])
+		}
+		return cart
+	}
 	if hot {
 		pool = seats[:run.s.hotSeats]
 	}

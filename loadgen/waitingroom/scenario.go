@@ -274,14 +274,20 @@ func (run *loadRun) user(ctx context.Context, u *loadUser, at time.Time, joined 
 	}
 }
 
-// join posts the join, retrying a 503 after its Retry-After; each attempt
-// is recorded.
+// join posts the join, retrying a 503 after its Retry-After and a join
+// whose connection failed (an EOF, a reset) after a short pause: a join is
+// idempotent, so a user is not lost to one bad connection. Each attempt is
+// recorded, the failed ones as errors.
 func (run *loadRun) join(ctx context.Context, tok string) error {
 	for attempt := 0; ; attempt++ {
 		t0 := time.Now()
 		status, retry, err := run.post(ctx, "join", tok)
 		run.r.Record(time.Since(t0), err)
-		if status != http.StatusServiceUnavailable || attempt == 4 {
+		connFailed := status == 0 && err != nil && ctx.Err() == nil
+		if connFailed {
+			retry = time.Duration(50+rand.IntN(200)) * time.Millisecond
+		}
+		if (status != http.StatusServiceUnavailable && !connFailed) || attempt == 4 {
 			return err
 		}
 		select {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,4 +81,26 @@ func TestLoadScenario(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, "the scenario deletes its room")
+}
+
+// A join whose connection fails is retried (a join is idempotent): the
+// user is not lost to one EOF, and the failed attempt counts as an error.
+func TestJoinRetriesAConnectionError(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close() // the client reads EOF
+			}
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	r := loadgen.NewRunner(loadgen.Options{Target: srv.URL, Concurrency: 1, Duration: time.Second, Timeout: 5 * time.Second}, nil)
+	run := &loadRun{s: &Scenario{event: "e"}, r: r, base: srv.URL}
+	require.NoError(t, run.join(context.Background(), "token"))
+	require.EqualValues(t, 2, calls.Load())
 }

@@ -1,0 +1,272 @@
+package booking
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/presenced/presenced/web"
+)
+
+// The first round trip of a hold reads, without locking anything, what
+// the hold needs: the stored answer of its key, the event and the user's
+// pending checkout, the wanted seats with their holders and their
+// sections' counters, and the promotion. Every lookup goes by a primary or
+// unique key, so the plans do not depend on statistics: a sale that starts
+// minutes after its event was created (never analyzed), or one whose
+// statistics were taken before it (a growing partial index), is as fast as
+// any. TestHoldQueryPlans holds every query here to that.
+const (
+	selectStored = `SELECT fingerprint, status_code, response FROM idempotency_keys WHERE user_id = $1 AND operation = $2 AND key = $3`
+
+	selectHoldEvent = `
+SELECT e.currency, e.starts_at, e.hold_minutes, clock_timestamp(),
+       e.sale_opens_at <= clock_timestamp() AND (e.sale_closes_at IS NULL OR e.sale_closes_at > clock_timestamp()),
+       r.id::text, r.expires_at <= clock_timestamp()
+FROM events e
+LEFT JOIN reservations r ON r.user_id = $2 AND r.event_id = $1 AND r.status = 'PENDING_PAYMENT'
+WHERE e.id = $1`
+
+	// Scalar subqueries, not joins: each runs per seat by its key, and the
+	// planner cannot turn them into a scan of reservations, sections or
+	// counters however wrong its row estimates are. The holder's state is
+	// tested outside the lookup's WHERE, which names only the key: the
+	// partial index of pending reservations would otherwise look cheaper
+	// to a planner that believes it empty, and grow with the sale.
+	selectHoldSeats = `
+SELECT s.id, s.event_id = $2, s.section_id, s.row_num, s.seat_num, s.status, s.base_price,
+       (SELECT CASE WHEN r.status = 'PENDING_PAYMENT' AND r.expires_at <= clock_timestamp() THEN r.id::text END
+        FROM reservations r WHERE r.id = s.reservation_id),
+       (SELECT c.seat_count FROM sections c WHERE c.event_id = s.event_id AND c.id = s.section_id),
+       (SELECT coalesce(sum(o.taken), 0) FROM section_occupancy o WHERE o.event_id = s.event_id AND o.section_id = s.section_id)
+FROM seats s WHERE s.id = ANY($1)
+ORDER BY s.id`
+
+	selectHoldPromotion = `
+SELECT discount_bps, max_uses, used, coalesce(valid_until <= clock_timestamp(), false)
+FROM promotions WHERE event_id = $1 AND code = $2`
+)
+
+// eventRow is what the hold needs of the event.
+type eventRow struct {
+	currency    string
+	startsAt    time.Time
+	holdMinutes int
+	now         time.Time // the database's clock when it was read
+}
+
+// seatRow is a wanted seat as the first round trip read it.
+type seatRow struct {
+	id        int64
+	ofEvent   bool // a seat of the event the hold is for
+	section   string
+	row, num  int
+	status    string
+	basePrice int64
+	// expiredHolder is the reservation still holding the seat although
+	// its time is up (to reclaim inline), or "".
+	expiredHolder string
+	// How many seats the seat's section has and how many are taken.
+	sectionSeats, sectionTaken int64
+}
+
+// storedAnswer is the stored response of an idempotency key.
+type storedAnswer struct {
+	fingerprint []byte
+	result      holdResult
+}
+
+// holdView is everything the first round trip read.
+type holdView struct {
+	stored     *storedAnswer
+	event      *eventRow
+	open       bool
+	pendingID  string // the user's pending checkout of the event
+	pendingDue bool   // ... whose time is up
+	seats      []seatRow
+	promo      *promotionRow // nil without a code or for an unknown one
+}
+
+// promotionRow is a promotion as read, unlocked: its cap is enforced when
+// the hold writes (promotion_within_cap).
+type promotionRow struct {
+	discountBps   int64
+	maxUses, used int
+	expired       bool
+}
+
+// read is the first round trip: one pipelined batch of key lookups.
+func (h *holdsPlane) read(ctx context.Context, in holdInput, seats []int64) (*holdView, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout)
+	defer cancel()
+	// Each statement reads its own snapshot. The stored answer is read
+	// last: an identical request that committed while the batch ran and
+	// shows in the seats or the pending checkout shows in the answer too
+	// (it committed them together), so the retry is answered a replay, not
+	// told its own seats are taken.
+	b := &pgx.Batch{}
+	b.Queue(selectHoldEvent, in.Event, in.User)
+	b.Queue(selectHoldSeats, seats, in.Event)
+	if in.PromoCode != "" {
+		b.Queue(selectHoldPromotion, in.Event, in.PromoCode)
+	}
+	b.Queue(selectStored, in.User, opHold, in.Key)
+	res := h.db.SendBatch(ctx, b)
+	defer res.Close()
+	v := &holdView{}
+
+	var ev eventRow
+	var pendingID *string
+	var pendingDue *bool
+	err := res.QueryRow().Scan(&ev.currency, &ev.startsAt, &ev.holdMinutes, &ev.now, &v.open, &pendingID, &pendingDue)
+	switch {
+	case err == nil:
+		v.event = &ev
+		if pendingID != nil {
+			v.pendingID, v.pendingDue = *pendingID, *pendingDue
+		}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, storeError("read event", err)
+	}
+
+	rows, err := res.Query()
+	if err != nil {
+		return nil, storeError("read seats", err)
+	}
+	v.seats, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (seatRow, error) {
+		var s seatRow
+		var holder *string
+		var seatCount *int64
+		err := row.Scan(&s.id, &s.ofEvent, &s.section, &s.row, &s.num, &s.status, &s.basePrice, &holder, &seatCount, &s.sectionTaken)
+		if holder != nil {
+			s.expiredHolder = *holder
+		}
+		if seatCount != nil {
+			s.sectionSeats = *seatCount
+		}
+		return s, err
+	})
+	if err != nil {
+		return nil, storeError("read seats", err)
+	}
+
+	if in.PromoCode != "" {
+		var p promotionRow
+		err := res.QueryRow().Scan(&p.discountBps, &p.maxUses, &p.used, &p.expired)
+		switch {
+		case err == nil:
+			v.promo = &p
+		case !errors.Is(err, pgx.ErrNoRows):
+			return nil, storeError("read promotion", err)
+		}
+	}
+
+	var st storedAnswer
+	err = res.QueryRow().Scan(&st.fingerprint, &st.result.Status, &st.result.Body)
+	switch {
+	case err == nil:
+		v.stored = &st
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, storeError("read idempotency key", err)
+	}
+	if err := res.Close(); err != nil {
+		return nil, storeError("read hold", err)
+	}
+	return v, nil
+}
+
+// refusal is what the view says about the hold before anything is
+// written: a replay of the stored answer, a client error, or nil to go on.
+// The order is the one a locking hold would meet them in.
+func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult, error) {
+	if v.stored != nil {
+		if string(v.stored.fingerprint) != string(fp) {
+			return nil, web.Errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
+				"this Idempotency-Key was used with a different request")
+		}
+		r := v.stored.result
+		r.Replayed = true
+		return &r, nil
+	}
+	switch {
+	case v.event == nil:
+		return nil, web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+	case !v.open:
+		return nil, web.Errorf(http.StatusConflict, "sale_closed", "the sale of this event is not open")
+	case v.pendingID != "" && !v.pendingDue:
+		e := web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
+		e.Details = map[string]any{"reservation": v.pendingID}
+		return nil, e
+	}
+	var unknown, taken []int64
+	for _, id := range seats {
+		i := slices.IndexFunc(v.seats, func(s seatRow) bool { return s.id == id })
+		switch {
+		case i < 0 || !v.seats[i].ofEvent:
+			unknown = append(unknown, id)
+		case v.seats[i].status != SeatAvailable && v.seats[i].expiredHolder == "":
+			taken = append(taken, id)
+		}
+	}
+	if len(unknown) > 0 {
+		e := web.BadRequest("seats %v are not seats of this event", unknown)
+		e.Code, e.Details = "unknown_seats", map[string]any{"seats": unknown}
+		return nil, e
+	}
+	if len(taken) > 0 {
+		return nil, seatsTaken(taken)
+	}
+	if in.PromoCode != "" {
+		switch p := v.promo; {
+		case p == nil || p.expired:
+			return nil, web.Errorf(http.StatusUnprocessableEntity, "invalid_promo_code", "no such promotion code for this event")
+		case p.used >= p.maxUses:
+			return nil, web.Errorf(http.StatusConflict, "promotion_exhausted", "this promotion has no uses left")
+		}
+	}
+	return nil, nil
+}
+
+// reclaims lists the reservations the hold must end first, in id order:
+// expired holds on wanted seats and the user's own checkout whose time is
+// up.
+func (v *holdView) reclaims() []string {
+	var ids []string
+	if v.pendingID != "" && v.pendingDue {
+		ids = append(ids, v.pendingID)
+	}
+	for _, s := range v.seats {
+		if s.expiredHolder != "" {
+			ids = append(ids, s.expiredHolder)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// occupancy is how full the wanted seats' sections were when read.
+func (v *holdView) occupancy() []occupancy {
+	var out []occupancy
+	for _, s := range v.seats {
+		if !slices.ContainsFunc(out, func(o occupancy) bool { return o.section == s.section }) {
+			out = append(out, occupancy{section: s.section, total: s.sectionSeats, taken: s.sectionTaken})
+		}
+	}
+	return out
+}
+
+// occupancy is how many seats of a section are held or sold.
+type occupancy struct {
+	section      string
+	total, taken int64
+}
+
+func seatsTaken(seats []int64) *web.Error {
+	e := web.Errorf(http.StatusConflict, "seats_unavailable", "seats %v are not available", seats)
+	e.Details = map[string]any{"seats": seats}
+	return e
+}

@@ -1,0 +1,128 @@
+package booking
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/web"
+)
+
+// tripCounter counts the round trips a pool makes to PostgreSQL and the
+// statements they carry: a query or exec is one trip and one statement, a
+// batch one trip and as many statements as it queues.
+type tripCounter struct {
+	mu                sync.Mutex
+	trips, statements int
+}
+
+func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if d.SQL != "-- ping" { // the pool's own check of an idle connection
+		c.mu.Lock()
+		c.trips++
+		c.statements++
+		c.mu.Unlock()
+	}
+	return ctx
+}
+
+func (c *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	c.mu.Lock()
+	c.trips++
+	c.statements += d.Batch.Len()
+	c.mu.Unlock()
+	return ctx
+}
+
+func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// take returns the counts since the last call.
+func (c *tripCounter) take() (trips, statements int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	trips, statements = c.trips, c.statements
+	c.trips, c.statements = 0, 0
+	return trips, statements
+}
+
+// countingPool is a pool of conns connections on the package's database
+// whose round trips are counted. Statements are prepared once per
+// connection, a trip of its own that is not counted: with one connection
+// and after a warm-up, every trip is the hold's own.
+func countingPool(t testing.TB, conns int32) (*pgxpool.Pool, *tripCounter) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = conns
+	c := &tripCounter{}
+	cfg.ConnConfig.Tracer = c
+	db, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	return db, c
+}
+
+// A successful hold costs two round trips to PostgreSQL (one batch of key
+// lookups, one batch of writes that commits), a refusal at most one (a
+// seat another buyer hinted: the lookup of the key's stored answer).
+func TestHoldRoundTrips(t *testing.T) {
+	t.Parallel()
+	db, trips := countingPool(t, 1)
+	b := setupWith(t, db, testenv.Redis(t))
+	event, seats := b.event(t, "A:2x10@1000,B:1x10@2000")
+	require.NoError(t, CreatePromotion(context.Background(), db, event, PromotionSpec{Code: "TEN", DiscountBps: 1000, MaxUses: 100}))
+	// Warm-up: every statement prepared on the one connection.
+	for i, promo := range []string{"", "TEN"} {
+		status, _, err := b.hold(t, event, fmt.Sprintf("warm%d", i), "k", []int64{seats[i], seats[25+i]}, promo)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, status)
+	}
+	trips.take()
+
+	cases := []struct {
+		name         string
+		run          func() int
+		status, most int
+	}{
+		{"a hold of one section", func() int { s, _, _ := b.hold(t, event, "one", "k", []int64{seats[3], seats[4]}, ""); return s }, 201, 2},
+		{"a hold of two sections with a promotion", func() int {
+			s, _, _ := b.hold(t, event, "two", "k", []int64{seats[5], seats[27]}, "TEN")
+			return s
+		}, 201, 2},
+		{"a replay", func() int { s, _, _ := b.hold(t, event, "one", "k", []int64{seats[3], seats[4]}, ""); return s }, 201, 1},
+		{"a key reused", func() int { s, _, _ := b.hold(t, event, "one", "k", []int64{seats[9]}, ""); return s }, 422, 1},
+		{"a pending checkout", func() int { s, _, _ := b.hold(t, event, "one", "k2", []int64{seats[9]}, ""); return s }, 409, 1},
+		{"a seat taken, its hint lost", func() int {
+			_ = b.rdb.Del(context.Background(), hints{rdb: b.rdb, keys: keys{ks: b.ks}}.hintKeys(event, []int64{seats[3]})...).Err()
+			s, _, _ := b.hold(t, event, "late", "k", []int64{seats[3], seats[8]}, "")
+			return s
+		}, 409, 1},
+		{"a seat hinted", func() int { s, _, _ := b.hold(t, event, "later", "k", []int64{seats[4]}, ""); return s }, 409, 1},
+		{"an unknown seat", func() int { s, _, _ := b.hold(t, event, "lost", "k", []int64{seats[9], 1 << 60}, ""); return s }, 400, 1},
+	}
+	for _, c := range cases {
+		status := c.run()
+		n, statements := trips.take()
+		t.Logf("%s: %d, %d round trips, %d statements", c.name, status, n, statements)
+		require.Equal(t, c.status, status, c.name)
+		require.LessOrEqual(t, n, c.most, c.name)
+	}
+
+	// Refused at the gate: the stored answer is looked up (one trip).
+	b.desk.down.Store(true)
+	_, err := b.holds.Hold(context.Background(), holdInput{User: b.uid("gate"), Event: event, Pass: "x", Key: "k", Seats: []int64{seats[9]}})
+	b.desk.down.Store(false)
+	require.Equal(t, http.StatusServiceUnavailable, err.(*web.Error).Status)
+	n, _ := trips.take()
+	require.Equal(t, 1, n)
+}
