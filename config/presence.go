@@ -50,10 +50,14 @@ type Presence struct {
 	ClaimIdle     time.Duration `yaml:"claim_idle"`
 	MaxDeliveries int           `yaml:"max_deliveries"`
 
-	// CoalesceTick gathers the updates of one connection into one frame.
+	// CoalesceTick is how often the gateway looks at connections whose
+	// changes wait behind a write in flight (coalescing, latest state per
+	// user, until the socket is free). It never delays a change: a follower
+	// whose socket is free gets it at once. Nothing runs per tick while
+	// every connection keeps up.
 	CoalesceTick time.Duration `yaml:"coalesce_tick"`
-	// SlowClientTimeout: a connection behind on its send queue for longer
-	// is dropped; until then it gets one resync snapshot when it catches up.
+	// SlowClientTimeout: a connection whose changes have waited behind a
+	// write for this long is dropped (4008).
 	SlowClientTimeout time.Duration `yaml:"slow_client_timeout"`
 
 	MaxSubscriptions             int     `yaml:"max_subscriptions"`
@@ -137,6 +141,9 @@ func defaultPresence() Presence {
 	}
 }
 
+// MinCoalesceTick is the shortest presence.coalesce_tick accepted.
+const MinCoalesceTick = 10 * time.Millisecond
+
 // AutomaticStatuses are derived by the server and cannot be manual ones.
 var AutomaticStatuses = []string{"online", "idle", "offline"}
 
@@ -182,6 +189,12 @@ func (p Presence) validate(bad badFunc) {
 	}
 	if p.Grace < 0 {
 		bad("presence.grace", "must not be negative")
+	}
+	if p.CoalesceTick > 0 && p.CoalesceTick < MinCoalesceTick {
+		bad("presence.coalesce_tick", "must be at least %s: a shorter sweep only spins", MinCoalesceTick)
+	}
+	if p.CoalesceTick > p.SlowClientTimeout && p.SlowClientTimeout > 0 {
+		bad("presence.coalesce_tick", "must not exceed presence.slow_client_timeout (%s), which it enforces", p.SlowClientTimeout)
 	}
 	counts := map[string]int64{
 		"presence.miss_budget":                     int64(p.MissBudget),

@@ -17,35 +17,28 @@ import (
 // fanout holds what this process follows: one subject per followed user
 // (one hub subscription, shared by every local follower) and one localUser
 // per connected user (their subscriptions, shared by their connections).
-// Updates reach a connection's pending set; a flusher sends each
-// connection's pending updates as one frame per tick.
+// Updates reach a connection's pending set, which its socket pulls as one
+// frame as soon as it is free to write (client.mark).
 type fanout struct {
-	hub  *hub.Hub
-	st   *stateStore
-	m    *metrics
-	log  *slog.Logger
-	tick time.Duration
+	hub *hub.Hub
+	st  *stateStore
+	m   *metrics
+	log *slog.Logger
 
 	mu       sync.Mutex
 	subjects map[string]*subject
 	users    map[string]*localUser
-
-	ready chan *client
-	lmu   sync.Mutex
-	later []*client
-	spare []*client
 
 	rmu         sync.Mutex
 	refreshQ    map[*subject]struct{}
 	refreshWake chan struct{}
 }
 
-func newFanout(h *hub.Hub, st *stateStore, m *metrics, log *slog.Logger, tick time.Duration) *fanout {
+func newFanout(h *hub.Hub, st *stateStore, m *metrics, log *slog.Logger) *fanout {
 	return &fanout{
-		hub: h, st: st, m: m, log: log, tick: tick,
+		hub: h, st: st, m: m, log: log,
 		subjects: map[string]*subject{},
 		users:    map[string]*localUser{},
-		ready:    make(chan *client, 4096),
 		refreshQ: map[*subject]struct{}{},
 		// One pending wake-up is enough: the refresher drains the whole
 		// queue each time it wakes.
@@ -186,6 +179,7 @@ func (f *fanout) refreshSome(ctx context.Context) bool {
 	}
 	for i, s := range batch {
 		if s.offer(sts[i]) {
+			f.m.resyncs.Inc()
 			s.notify()
 		}
 	}
@@ -462,66 +456,5 @@ func (f *fanout) release(s *subject, lu *localUser) {
 	f.mu.Unlock()
 	if empty {
 		f.hub.Unsubscribe(s.topic, s)
-	}
-}
-
-// schedule queues a connection for a flush at due (Unix ns): now if it has
-// not sent within the last tick, else at the next tick.
-func (f *fanout) schedule(c *client, due int64) {
-	if due <= time.Now().UnixNano() {
-		select {
-		case f.ready <- c:
-			return
-		default:
-		}
-	}
-	f.lmu.Lock()
-	f.later = append(f.later, c)
-	f.lmu.Unlock()
-}
-
-// runFlusher sends pending updates: workers flush connections that are
-// due, a ticker releases the deferred ones every tick.
-func (f *fanout) runFlusher(ctx context.Context, workers int) {
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case c := <-f.ready:
-					c.flush()
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	t := time.NewTicker(f.tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			return
-		case <-t.C:
-		}
-		f.lmu.Lock()
-		batch := f.later
-		f.later = f.spare[:0]
-		f.lmu.Unlock()
-		for i, c := range batch {
-			select {
-			case f.ready <- c:
-			case <-ctx.Done():
-				wg.Wait()
-				return
-			}
-			batch[i] = nil
-		}
-		f.lmu.Lock()
-		f.spare = batch[:0]
-		f.lmu.Unlock()
 	}
 }

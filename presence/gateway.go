@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"runtime"
 	"sync"
 	"time"
 
@@ -18,12 +17,12 @@ import (
 
 // gateway serves /v1/presence/ws.
 type gateway struct {
-	mod       *Module
-	cfg       config.Presence
-	f         *fanout
-	m         *metrics
-	highWater int
-	idle      *idleWheel
+	mod    *Module
+	cfg    config.Presence
+	f      *fanout
+	m      *metrics
+	idle   *idleWheel
+	behind *behindSet
 	// jobs feeds the request workers. Requests run there, not on the
 	// connection's reader, whose stack an idle connection keeps; and a
 	// burst (thousands of connections closing together) waits on the
@@ -45,13 +44,9 @@ type gateway struct {
 // control channels before it is refused with 503.
 const listenWait = 5 * time.Second
 
-func newGateway(m *Module, sendQueue int) *gateway {
-	hw := sendQueue / 2
-	if hw < 1 {
-		hw = 1
-	}
+func newGateway(m *Module) *gateway {
 	g := &gateway{
-		mod: m, cfg: m.cfg, f: m.f, m: m.m, highWater: hw, idle: newIdleWheel(),
+		mod: m, cfg: m.cfg, f: m.f, m: m.m, idle: newIdleWheel(), behind: newBehindSet(),
 		jobs: make(chan job), opening: make(chan struct{}, maxOpening), listening: make(chan struct{}),
 	}
 	for i := 0; i < maxInFlight; i++ {
@@ -131,6 +126,7 @@ func (g *gateway) handle(c echo.Context) error {
 	if claims.ExpiresAt != nil {
 		cl.exp = claims.ExpiresAt.Unix()
 	}
+	conn.SetSource(cl.nextFrame)
 	if !cl.open() {
 		g.wg.Done()
 		return nil
@@ -183,7 +179,7 @@ func (g *gateway) run(ctx context.Context) error {
 	g.m.sessions.count.Store(&count)
 	go g.idle.run(ctx)
 	go g.f.runRefresher(ctx)
-	g.f.runFlusher(ctx, max(2, runtime.GOMAXPROCS(0)))
+	g.runBehind(ctx)
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
 	select {
@@ -256,7 +252,6 @@ func (c *client) open() bool {
 	defer cancel()
 	now := time.Now().UnixNano()
 	c.lastAct.Store(now)
-	c.lastFlush = now
 	var leftRooms []string
 	res, err := g.mod.st.step(ctx, c.user, "open", c.sid)
 	if errors.Is(err, errTooManySessions) {

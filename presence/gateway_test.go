@@ -25,7 +25,7 @@ func TestOpeningStormIsShedWithRetryAfter(t *testing.T) {
 	require.NoError(t, err)
 	m := newTestModule(t, testenv.Redis(t), testenv.Prefix(t), nil)
 	m.users = users
-	g := newGateway(m, 64)
+	g := newGateway(m)
 	t.Cleanup(func() { close(g.jobs) })
 	for i := 0; i < maxOpening; i++ {
 		g.opening <- struct{}{}

@@ -83,10 +83,7 @@ func (run *loadRun) observe(c *loadConn, st presence.Status, now time.Time) {
 // for the last deliveries and checks them.
 func (run *loadRun) steady(ctx context.Context, meter *cpuMeter) {
 	l := run.l
-	d := l.steadyFor
-	if d <= 0 {
-		d = run.r.Options.Duration
-	}
+	d := l.steadyDuration(run.r)
 	run.recordOn.Store(true)
 	sctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()

@@ -75,7 +75,7 @@ func (l *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&l.offset, "user-offset", 0, "first user index of this process (several processes share a population)")
 	fs.IntVar(&l.total, "user-total", 0, "size of the whole population (default: --users)")
 	fs.Float64Var(&l.changes, "changes", 100, "status changes per second made by this process, each by a random user of it over its own socket (0: none)")
-	fs.DurationVar(&l.steadyFor, "steady", 0, "how long to make status changes (default: --duration); --duration + 2m bounds the whole run, setup included")
+	fs.DurationVar(&l.steadyFor, "steady", 0, "how long to make status changes, or with --changes 0 to hold the connections idle (default: --duration); --duration + 2m bounds the whole run, setup included")
 	fs.StringVar(&l.gateways, "gateways", "", "comma separated gateway base URLs (default: --target); connections are spread over them")
 	fs.StringVar(&l.servers, "servers", "", "comma separated base URLs of every presenced process whose CPU counts as server CPU, read from /metrics (default: --gateways)")
 	fs.StringVar(&l.redisURL, "redis-url", os.Getenv("PRESENCED_REDIS_URL"), "the servers' Redis, for its CPU (INFO cpu); several comma separated (default $PRESENCED_REDIS_URL; empty: not measured)")
@@ -133,6 +133,9 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	go run.pinger(pingCtx)
 	if l.changes > 0 {
 		run.steady(ctx, meter)
+	} else {
+		// Idle connections, pinging, for whoever measures the servers.
+		sleepCtx(ctx, l.steadyDuration(r))
 	}
 	if l.stormPercent > 0 {
 		if err := run.storm(ctx, gws[0]); err != nil {
@@ -173,6 +176,13 @@ func (l *Scenario) defaults(r *loadgen.Runner) error {
 	// The API key serves the final false-online query; the secret mints
 	// the users' tokens.
 	return l.secrets.Resolve()
+}
+
+func (l *Scenario) steadyDuration(r *loadgen.Runner) time.Duration {
+	if l.steadyFor > 0 {
+		return l.steadyFor
+	}
+	return r.Options.Duration
 }
 
 // follows lists the population indices user i follows.
