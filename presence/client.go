@@ -131,7 +131,7 @@ func (c *client) nextFrame() []byte {
 	if pend.len() == 0 {
 		return nil
 	}
-	users := make([]Status, 0, pend.len())
+	states := make([]*state, 0, pend.len())
 	nowMs := time.Now().UnixMilli()
 	pend.each(func(s *subject) {
 		if !c.lu.follows(s) {
@@ -139,20 +139,20 @@ func (c *client) nextFrame() []byte {
 			return
 		}
 		st := s.cur.Load()
-		if st == nil || st.sameAs(c.sent.get(s)) {
+		if st == nil || st.st.sameAs(c.sent.get(s)) {
 			return
 		}
-		c.sent.put(s, st)
-		users = append(users, st.public())
-		if st.TS > 0 && nowMs >= st.TS {
-			c.g.m.pushLatency.Observe(float64(nowMs-st.TS) / 1000)
+		c.sent.put(s, &st.st)
+		states = append(states, st)
+		if st.st.TS > 0 && nowMs >= st.st.TS {
+			c.g.m.pushLatency.Observe(float64(nowMs-st.st.TS) / 1000)
 		}
 	})
-	if len(users) == 0 {
+	if len(states) == 0 {
 		return nil
 	}
 	c.g.m.queueDepth.Observe(float64(depth))
-	return web.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: users}, "")
+	return updatedFrame(states, false, "")
 }
 
 // behindFor reports how long the oldest waiting change has waited for the
@@ -176,17 +176,16 @@ func (c *client) sendSubjects(subs []*subject, correlationID string, resync bool
 }
 
 func (c *client) sendSubjectsLocked(subs []*subject, correlationID string, resync bool) {
-	users := make([]Status, 0, len(subs))
-	for _, s := range subs {
-		st := s.status()
-		c.sent.put(s, st)
-		users = append(users, st.public())
+	states := make([]*state, len(subs))
+	for i, s := range subs {
+		states[i] = s.state()
+		c.sent.put(s, &states[i].st)
 	}
 	if resync {
 		// Whatever the client had of subjects it no longer follows is stale.
 		c.sent.keep(c.lu.follows)
 	}
-	c.conn.Send(web.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: users, Resync: resync}, correlationID))
+	c.conn.Send(updatedFrame(states, resync, correlationID))
 }
 
 // forget drops the memory of subjects no longer followed.

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/presenced/presenced/internal/hub"
 )
 
@@ -51,7 +49,7 @@ type subject struct {
 	id    string
 	topic string
 	f     *fanout
-	cur   atomic.Pointer[Status]
+	cur   atomic.Pointer[state]
 
 	ready chan struct{} // closed once the hub subscription is confirmed (or failed)
 	err   error
@@ -80,12 +78,16 @@ func (s *subject) Deliver(msg hub.Message) {
 
 // offer keeps st if it is newer than what the subject holds.
 func (s *subject) offer(st *Status) bool {
+	var next *state
 	for {
 		cur := s.cur.Load()
-		if !st.newer(cur) {
+		if cur != nil && !st.newer(&cur.st) {
 			return false
 		}
-		if s.cur.CompareAndSwap(cur, st) {
+		if next == nil {
+			next = newState(st)
+		}
+		if s.cur.CompareAndSwap(cur, next) {
 			return true
 		}
 	}
@@ -105,12 +107,12 @@ func (s *subject) notify() {
 	}
 }
 
-// status is the subject's latest known status.
-func (s *subject) status() *Status {
+// state is the subject's latest known status.
+func (s *subject) state() *state {
 	if st := s.cur.Load(); st != nil {
 		return st
 	}
-	return offlineStatus(s.id)
+	return offlineState(s.id)
 }
 
 // queueRefresh rereads a subject's status after its upstream subscription
@@ -378,31 +380,32 @@ func firstErr(ctx context.Context, subs []*subject) error {
 	return fmt.Errorf("not confirmed")
 }
 
-// subscribe takes the hub subscriptions of new subjects, many at a time.
+// subscribe takes the hub subscriptions of new subjects in one call: the
+// hub sends them to Redis together, and with those of other connections
+// opening at the same moment.
 func (f *fanout) subscribe(created []*subject) {
 	if len(created) == 0 {
 		return
 	}
-	var g errgroup.Group
-	g.SetLimit(64)
-	for _, s := range created {
-		g.Go(func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			s.err = f.hub.Subscribe(ctx, s.topic, s)
-			if s.err != nil {
-				f.mu.Lock()
-				if f.subjects[s.id] == s {
-					delete(f.subjects, s.id)
-					f.m.subjects.Dec()
-				}
-				f.mu.Unlock()
-			}
-			close(s.ready)
-			return nil
-		})
+	reqs := make([]hub.Subscription, len(created))
+	for i, s := range created {
+		reqs[i] = hub.Subscription{Topic: s.topic, Sub: s}
 	}
-	_ = g.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errs := f.hub.SubscribeMany(ctx, reqs)
+	for i, s := range created {
+		s.err = errs[i]
+		if s.err != nil {
+			f.mu.Lock()
+			if f.subjects[s.id] == s {
+				delete(f.subjects, s.id)
+				f.m.subjects.Dec()
+			}
+			f.mu.Unlock()
+		}
+		close(s.ready)
+	}
 }
 
 // load reads the current status of subjects just subscribed. It runs after
