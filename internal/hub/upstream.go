@@ -140,15 +140,21 @@ func (h *Hub) flushUpstream(u *upstream) {
 		u.queue = nil
 		h.mu.Unlock()
 		for _, c := range q {
-			op, err := "subscribe", error(nil)
+			op := "unsubscribe"
+			if c.subscribe {
+				op = "subscribe"
+			}
+			// Counted before the write: Redis may confirm the channels (and
+			// a waiting subscriber return) before the write call does.
+			h.m.upstreamOps.WithLabelValues(op).Inc()
+			var err error
 			if c.subscribe {
 				err = u.subscribe(c.names...)
 			} else {
-				op = "unsubscribe"
 				err = u.unsubscribe(c.names...)
 			}
-			h.sent(op, err)
 			if err != nil {
+				h.failed(op, err)
 				h.mu.Lock()
 				h.abandon(u, err)
 				u.flushing = false
@@ -229,9 +235,14 @@ func (h *Hub) unsubscribeUpstream(t *topic) {
 func (h *Hub) sent(op string, err error) {
 	h.m.upstreamOps.WithLabelValues(op).Inc()
 	if err != nil {
-		h.m.upstreamErrors.Inc()
-		h.log.Debug("hub: upstream command failed", "op", op, "err", err)
+		h.failed(op, err)
 	}
+}
+
+// failed counts and logs a failed command.
+func (h *Hub) failed(op string, err error) {
+	h.m.upstreamErrors.Inc()
+	h.log.Debug("hub: upstream command failed", "op", op, "err", err)
 }
 
 // abandon gives up a failed connection and queues its topics for the
