@@ -24,7 +24,7 @@ func (a *App) presence() (*presence.Module, error) {
 			a.Log.Warn("presence.policy is open: every user sees everyone's presence; production usually wants contacts")
 		}
 		return presence.New(presence.Deps{
-			Config: a.Config.Presence, SendQueue: a.Config.Realtime.SendQueue, Keys: a.Keys,
+			Config: a.Config.Presence, Keys: a.Keys,
 			Metrics: a.Metrics, Log: a.Log.With("module", "presence"),
 		})
 	})

@@ -52,11 +52,23 @@ type Presence struct {
 	ClaimIdle     time.Duration `yaml:"claim_idle"`
 	MaxDeliveries int           `yaml:"max_deliveries"`
 
-	// CoalesceTick gathers the updates of one connection into one frame.
+	// CoalesceTick is how often the gateway looks at connections whose
+	// changes wait behind a write in flight (coalescing, latest state per
+	// user, until the socket is free). It never delays a change: a follower
+	// whose socket is free gets it at once. Nothing runs per tick while
+	// every connection keeps up.
 	CoalesceTick time.Duration `yaml:"coalesce_tick"`
-	// SlowClientTimeout: a connection behind on its send queue for longer
-	// is dropped; until then it gets one resync snapshot when it catches up.
+	// SlowClientTimeout: a connection whose changes have waited behind a
+	// write for this long is dropped (4008).
 	SlowClientTimeout time.Duration `yaml:"slow_client_timeout"`
+
+	// MaxOpening bounds the connections a gateway opens at once (session
+	// step, snapshot, follows); 0 sizes it to the machine: 256 per CPU the
+	// process may use. OpeningWait is how long a connection beyond it waits
+	// for a free slot before it is refused with 503 and Retry-After, so a
+	// burst is queued and only a storm the gateway cannot drain is shed.
+	MaxOpening  int           `yaml:"max_opening"`
+	OpeningWait time.Duration `yaml:"opening_wait"`
 
 	MaxSubscriptions             int     `yaml:"max_subscriptions"`
 	MaxFollowers                 int     `yaml:"max_followers"`
@@ -119,6 +131,7 @@ func defaultPresence() Presence {
 		MaxDeliveries:                5,
 		CoalesceTick:                 50 * time.Millisecond,
 		SlowClientTimeout:            10 * time.Second,
+		OpeningWait:                  2 * time.Second,
 		MaxSubscriptions:             1000,
 		MaxFollowers:                 5000,
 		SubscriptionChangesPerMinute: 30,
@@ -140,6 +153,12 @@ func defaultPresence() Presence {
 		},
 	}
 }
+
+// MinCoalesceTick is the shortest presence.coalesce_tick accepted.
+const MinCoalesceTick = 10 * time.Millisecond
+
+// MaxOpeningWait is the longest presence.opening_wait accepted.
+const MaxOpeningWait = 10 * time.Second
 
 // AutomaticStatuses are derived by the server and cannot be manual ones.
 var AutomaticStatuses = []string{"online", "idle", "offline"}
@@ -186,6 +205,18 @@ func (p Presence) validate(bad badFunc) {
 	}
 	if p.Grace < 0 {
 		bad("presence.grace", "must not be negative")
+	}
+	if p.CoalesceTick > 0 && p.CoalesceTick < MinCoalesceTick {
+		bad("presence.coalesce_tick", "must be at least %s: a shorter sweep only spins", MinCoalesceTick)
+	}
+	if p.CoalesceTick > p.SlowClientTimeout && p.SlowClientTimeout > 0 {
+		bad("presence.coalesce_tick", "must not exceed presence.slow_client_timeout (%s), which it enforces", p.SlowClientTimeout)
+	}
+	if p.MaxOpening < 0 {
+		bad("presence.max_opening", "must not be negative (0: sized to the machine)")
+	}
+	if p.OpeningWait < 0 || p.OpeningWait > MaxOpeningWait {
+		bad("presence.opening_wait", "must be within 0..%s: a longer wait only holds sockets a client has given up on", MaxOpeningWait)
 	}
 	counts := map[string]int64{
 		"presence.miss_budget":                     int64(p.MissBudget),

@@ -79,32 +79,31 @@ func BenchmarkStatusRead(b *testing.B) {
 }
 
 // Fan-out in process: one status change decoded once and marked pending on
-// every follower's connection (the flush is measured by the loadgen).
+// every follower's connection (each one busy writing, so the change waits
+// in its pending set; the write is measured by the loadgen).
 func BenchmarkSubjectDeliver(b *testing.B) {
 	for _, followers := range []int{20, 5000} {
 		b.Run(fmt.Sprintf("followers=%d", followers), func(b *testing.B) {
-			f := newFanout(nil, nil, nil, testenv.Logger(), time.Hour)
+			f := newFanout(nil, nil, nil, testenv.Logger())
 			g := &gateway{f: f}
 			s := &subject{id: "bob", f: f, watchers: map[*localUser]struct{}{}}
+			var clients []*client
 			for i := 0; i < followers; i++ {
 				lu := &localUser{id: strconv.Itoa(i), subjects: map[string]*subject{"bob": s}}
-				c := &client{g: g, lu: lu, lastFlush: time.Now().Add(time.Hour).UnixNano()}
+				c := &client{g: g, lu: lu, armed: true, watched: true}
 				lu.clients = []*client{c}
 				s.watchers[lu] = struct{}{}
+				clients = append(clients, c)
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				payload := fmt.Sprintf(`{"user":"bob","status":"busy","since":%d,"lastActiveAt":0,"v":%d,"ts":0}`, 1+i, 1+i)
 				s.Deliver(hub.Message{Topic: "t", Payload: []byte(payload)})
-				f.lmu.Lock()
-				for _, c := range f.later {
+				for _, c := range clients {
 					c.mu.Lock()
-					c.scheduled = false
-					c.pending = nil
+					c.pending = subjectSet{}
 					c.mu.Unlock()
 				}
-				f.later = f.later[:0]
-				f.lmu.Unlock()
 			}
 		})
 	}

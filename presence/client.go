@@ -11,8 +11,8 @@ import (
 )
 
 // client is one connection: one session of one device. Its reader
-// goroutine handles requests in order; the flusher and the hub reach it
-// only through mark and flush.
+// goroutine handles requests in order; the hub reaches it only through
+// mark, and its socket's writer through nextFrame.
 type client struct {
 	g     *gateway
 	conn  *web.Conn
@@ -39,19 +39,21 @@ type client struct {
 	// Guarded by the wheel's lock.
 	idleSlot int64
 
-	mu        sync.Mutex
-	pending   map[*subject]struct{}
-	scheduled bool
-	closed    bool
-	lastFlush int64 // Unix ns
-	behind    int64 // Unix ns since the send queue is too full; 0 if not
-	resync    bool
+	// Changes waiting for the socket, guarded by mu. armed: a pull is
+	// requested and not served yet, so changes arriving now join the
+	// frame it will build; waitFrom is when the oldest of them arrived.
+	mu       sync.Mutex
+	pending  subjectSet
+	armed    bool
+	waitFrom int64 // Unix ns; 0 if nothing waits
+	watched  bool  // in the gateway's set of connections with changes waiting behind a write
+	closed   bool
 
 	// sendMu orders the frames built from subjects: a snapshot and a
 	// coalesced update never interleave, so a client never sees a status
 	// older than one it already got.
 	sendMu sync.Mutex
-	sent   map[*subject]*Status
+	sent   sentMemo
 }
 
 // bucket is a connection's token bucket (golang.org/x/time/rate), used by
@@ -65,103 +67,90 @@ func newBucket(perSecond float64, burst int) bucket {
 // allow takes a token at now (Unix ns), or says there is none.
 func (b bucket) allow(now int64) bool { return b.lim.AllowN(time.Unix(0, now), 1) }
 
-// mark records that subject changed; the connection is flushed now if it
-// has been quiet for a tick, else at the next tick.
+// mark records that subject changed. An idle connection is asked for a
+// frame at once; while a frame is being written (or replies are queued
+// before it) the change waits and joins the next frame, which the socket
+// pulls as soon as it is free: coalescing happens only under backpressure.
 func (c *client) mark(s *subject) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
-	if c.pending == nil {
-		c.pending = make(map[*subject]struct{}, 2)
-	}
-	c.pending[s] = struct{}{}
-	if c.scheduled {
+	c.pending.add(s)
+	if c.armed {
+		// Behind a write in flight: the gateway watches for how long.
+		watch := !c.watched
+		c.watched = true
 		c.mu.Unlock()
+		if watch {
+			c.g.watchBehind(c)
+		}
 		return
 	}
-	c.scheduled = true
-	due := c.lastFlush + int64(c.g.f.tick)
+	c.armed = true
+	c.waitFrom = time.Now().UnixNano()
 	c.mu.Unlock()
-	c.g.f.schedule(c, due)
+	c.conn.Pull()
 }
 
-// flush sends the pending changes as one presence:updated, skipping those
-// equal to what the client last got. A client whose send queue is half full
-// gets nothing until it drains, then one full resync; one that stays behind
-// for slow_client_timeout is dropped.
-func (c *client) flush() {
+// nextFrame is the connection's frame source: one presence:updated with
+// the latest status of every user that changed since the last frame,
+// leaving out those equal to what the client last got; nil when nothing is
+// left to send.
+func (c *client) nextFrame() []byte {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
-	now := time.Now().UnixNano()
-	c.mu.Lock()
-	if c.closed {
-		c.pending = nil
-		c.mu.Unlock()
-		return
-	}
-	c.scheduled = false
-	c.lastFlush = now
 	depth := c.conn.QueueLen()
-	if depth >= c.g.highWater {
-		if c.behind == 0 {
-			c.behind = now
-		}
-		stuck := now-c.behind > int64(c.g.cfg.SlowClientTimeout)
-		c.resync = true
-		c.pending = nil
-		c.scheduled = !stuck
-		c.mu.Unlock()
-		if stuck {
-			c.g.m.slowDrops.Inc()
-			c.conn.Close(web.CloseSlowConsumer, "slow consumer")
+	if depth > 0 {
+		// A snapshot or reply queued before now goes first; this frame,
+		// built after it, must not overtake it.
+		c.conn.Pull()
+		return nil
+	}
+	c.mu.Lock()
+	pend := c.pending
+	c.pending = subjectSet{}
+	c.armed = false
+	c.waitFrom = 0
+	c.mu.Unlock()
+	if pend.len() == 0 {
+		return nil
+	}
+	states := make([]*state, 0, pend.len())
+	nowMs := time.Now().UnixMilli()
+	pend.each(func(s *subject) {
+		if !c.lu.follows(s) {
+			c.sent.forget(s)
 			return
 		}
-		c.g.f.schedule(c, now+int64(c.g.f.tick))
-		return
-	}
-	c.behind = 0
-	resync := c.resync
-	c.resync = false
-	pend := c.pending
-	c.pending = nil
-	c.mu.Unlock()
-
-	if resync {
-		c.g.m.resyncs.Inc()
-		c.sendSubjectsLocked(c.lu.followed(), "", true)
-		return
-	}
-	users := make([]Status, 0, len(pend))
-	nowMs := now / int64(time.Millisecond)
-	for s := range pend {
-		if !c.lu.follows(s) {
-			delete(c.sent, s)
-			continue
-		}
 		st := s.cur.Load()
-		if st == nil || st.sameAs(c.sent[s]) {
-			continue
+		if st == nil || st.st.sameAs(c.sent.get(s)) {
+			return
 		}
-		c.rememberLocked(s, st)
-		users = append(users, st.public())
-		if st.TS > 0 && nowMs >= st.TS {
-			c.g.m.pushLatency.Observe(float64(nowMs-st.TS) / 1000)
+		c.sent.put(s, &st.st)
+		states = append(states, st)
+		if st.st.TS > 0 && nowMs >= st.st.TS {
+			c.g.m.pushLatency.Observe(float64(nowMs-st.st.TS) / 1000)
 		}
-	}
-	if len(users) == 0 {
-		return
+	})
+	if len(states) == 0 {
+		return nil
 	}
 	c.g.m.queueDepth.Observe(float64(depth))
-	c.conn.Send(web.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: users}, ""))
+	return updatedFrame(states, false, "")
 }
 
-func (c *client) rememberLocked(s *subject, st *Status) {
-	if c.sent == nil {
-		c.sent = make(map[*subject]*Status, 4)
+// behindFor reports how long the oldest waiting change has waited for the
+// socket at now (0: none waits), and clears the watch when none does.
+func (c *client) behindFor(now int64) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.armed || c.closed {
+		c.watched = false
+		return 0
 	}
-	c.sent[s] = st
+	return time.Duration(now - c.waitFrom)
 }
 
 // sendSubjects sends the current status of subjects in one
@@ -173,21 +162,16 @@ func (c *client) sendSubjects(subs []*subject, correlationID string, resync bool
 }
 
 func (c *client) sendSubjectsLocked(subs []*subject, correlationID string, resync bool) {
-	users := make([]Status, 0, len(subs))
-	for _, s := range subs {
-		st := s.status()
-		c.rememberLocked(s, st)
-		users = append(users, st.public())
+	states := make([]*state, len(subs))
+	for i, s := range subs {
+		states[i] = s.state()
+		c.sent.put(s, &states[i].st)
 	}
 	if resync {
 		// Whatever the client had of subjects it no longer follows is stale.
-		for s := range c.sent {
-			if !c.lu.follows(s) {
-				delete(c.sent, s)
-			}
-		}
+		c.sent.keep(c.lu.follows)
 	}
-	c.conn.Send(web.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: users, Resync: resync}, correlationID))
+	c.conn.Send(updatedFrame(states, resync, correlationID))
 }
 
 // forget drops the memory of subjects no longer followed.
@@ -195,14 +179,14 @@ func (c *client) forget(subs []*subject) {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	for _, s := range subs {
-		delete(c.sent, s)
+		c.sent.forget(s)
 	}
 }
 
 func (c *client) markClosed() {
 	c.mu.Lock()
 	c.closed = true
-	c.pending = nil
+	c.pending = subjectSet{}
 	c.mu.Unlock()
 }
 

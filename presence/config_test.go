@@ -33,6 +33,13 @@ func TestPresenceConfigValidation(t *testing.T) {
 		{[]string{"PRESENCED_PRESENCE_SHARDS=0"}, "presence.shards"},
 		{[]string{"PRESENCED_PRESENCE_MAX_FRAME_BYTES=10"}, "presence.max_frame_bytes"},
 		{[]string{"PRESENCED_PRESENCE_WEBHOOK_URL=ftp://x"}, "presence.webhook.url"},
+		// A tick that would only spin (1ns ran a core at 100 % with no
+		// connection at all), or one too slow to enforce the slow-client drop.
+		{[]string{"PRESENCED_PRESENCE_COALESCE_TICK=1ns"}, "presence.coalesce_tick: must be at least 10ms"},
+		{[]string{"PRESENCED_PRESENCE_COALESCE_TICK=1ms"}, "presence.coalesce_tick: must be at least 10ms"},
+		{[]string{"PRESENCED_PRESENCE_COALESCE_TICK=1m"}, "presence.coalesce_tick: must not exceed presence.slow_client_timeout"},
+		{[]string{"PRESENCED_PRESENCE_MAX_OPENING=-1"}, "presence.max_opening"},
+		{[]string{"PRESENCED_PRESENCE_OPENING_WAIT=1m"}, "presence.opening_wait"},
 		{[]string{"PRESENCED_PRESENCE_WEBHOOK_URL=https://x.example", "PRESENCED_PRESENCE_WEBHOOK_SECRET=short"}, "presence.webhook.secret"},
 	} {
 		_, err := config.Load(config.Source{Environ: tc.env})

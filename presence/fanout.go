@@ -9,43 +9,34 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/presenced/presenced/internal/hub"
 )
 
 // fanout holds what this process follows: one subject per followed user
 // (one hub subscription, shared by every local follower) and one localUser
 // per connected user (their subscriptions, shared by their connections).
-// Updates reach a connection's pending set; a flusher sends each
-// connection's pending updates as one frame per tick.
+// Updates reach a connection's pending set, which its socket pulls as one
+// frame as soon as it is free to write (client.mark).
 type fanout struct {
-	hub  *hub.Hub
-	st   *stateStore
-	m    *metrics
-	log  *slog.Logger
-	tick time.Duration
+	hub *hub.Hub
+	st  *stateStore
+	m   *metrics
+	log *slog.Logger
 
 	mu       sync.Mutex
 	subjects map[string]*subject
 	users    map[string]*localUser
-
-	ready chan *client
-	lmu   sync.Mutex
-	later []*client
-	spare []*client
 
 	rmu         sync.Mutex
 	refreshQ    map[*subject]struct{}
 	refreshWake chan struct{}
 }
 
-func newFanout(h *hub.Hub, st *stateStore, m *metrics, log *slog.Logger, tick time.Duration) *fanout {
+func newFanout(h *hub.Hub, st *stateStore, m *metrics, log *slog.Logger) *fanout {
 	return &fanout{
-		hub: h, st: st, m: m, log: log, tick: tick,
+		hub: h, st: st, m: m, log: log,
 		subjects: map[string]*subject{},
 		users:    map[string]*localUser{},
-		ready:    make(chan *client, 4096),
 		refreshQ: map[*subject]struct{}{},
 		// One pending wake-up is enough: the refresher drains the whole
 		// queue each time it wakes.
@@ -58,7 +49,7 @@ type subject struct {
 	id    string
 	topic string
 	f     *fanout
-	cur   atomic.Pointer[Status]
+	cur   atomic.Pointer[state]
 
 	ready chan struct{} // closed once the hub subscription is confirmed (or failed)
 	err   error
@@ -87,12 +78,16 @@ func (s *subject) Deliver(msg hub.Message) {
 
 // offer keeps st if it is newer than what the subject holds.
 func (s *subject) offer(st *Status) bool {
+	var next *state
 	for {
 		cur := s.cur.Load()
-		if !st.newer(cur) {
+		if cur != nil && !st.newer(&cur.st) {
 			return false
 		}
-		if s.cur.CompareAndSwap(cur, st) {
+		if next == nil {
+			next = newState(st)
+		}
+		if s.cur.CompareAndSwap(cur, next) {
 			return true
 		}
 	}
@@ -112,12 +107,12 @@ func (s *subject) notify() {
 	}
 }
 
-// status is the subject's latest known status.
-func (s *subject) status() *Status {
+// state is the subject's latest known status.
+func (s *subject) state() *state {
 	if st := s.cur.Load(); st != nil {
 		return st
 	}
-	return offlineStatus(s.id)
+	return offlineState(s.id)
 }
 
 // queueRefresh rereads a subject's status after its upstream subscription
@@ -186,6 +181,7 @@ func (f *fanout) refreshSome(ctx context.Context) bool {
 	}
 	for i, s := range batch {
 		if s.offer(sts[i]) {
+			f.m.resyncs.Inc()
 			s.notify()
 		}
 	}
@@ -384,31 +380,32 @@ func firstErr(ctx context.Context, subs []*subject) error {
 	return fmt.Errorf("not confirmed")
 }
 
-// subscribe takes the hub subscriptions of new subjects, many at a time.
+// subscribe takes the hub subscriptions of new subjects in one call: the
+// hub sends them to Redis together, and with those of other connections
+// opening at the same moment.
 func (f *fanout) subscribe(created []*subject) {
 	if len(created) == 0 {
 		return
 	}
-	var g errgroup.Group
-	g.SetLimit(64)
-	for _, s := range created {
-		g.Go(func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			s.err = f.hub.Subscribe(ctx, s.topic, s)
-			if s.err != nil {
-				f.mu.Lock()
-				if f.subjects[s.id] == s {
-					delete(f.subjects, s.id)
-					f.m.subjects.Dec()
-				}
-				f.mu.Unlock()
-			}
-			close(s.ready)
-			return nil
-		})
+	reqs := make([]hub.Subscription, len(created))
+	for i, s := range created {
+		reqs[i] = hub.Subscription{Topic: s.topic, Sub: s}
 	}
-	_ = g.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errs := f.hub.SubscribeMany(ctx, reqs)
+	for i, s := range created {
+		s.err = errs[i]
+		if s.err != nil {
+			f.mu.Lock()
+			if f.subjects[s.id] == s {
+				delete(f.subjects, s.id)
+				f.m.subjects.Dec()
+			}
+			f.mu.Unlock()
+		}
+		close(s.ready)
+	}
 }
 
 // load reads the current status of subjects just subscribed. It runs after
@@ -462,66 +459,5 @@ func (f *fanout) release(s *subject, lu *localUser) {
 	f.mu.Unlock()
 	if empty {
 		f.hub.Unsubscribe(s.topic, s)
-	}
-}
-
-// schedule queues a connection for a flush at due (Unix ns): now if it has
-// not sent within the last tick, else at the next tick.
-func (f *fanout) schedule(c *client, due int64) {
-	if due <= time.Now().UnixNano() {
-		select {
-		case f.ready <- c:
-			return
-		default:
-		}
-	}
-	f.lmu.Lock()
-	f.later = append(f.later, c)
-	f.lmu.Unlock()
-}
-
-// runFlusher sends pending updates: workers flush connections that are
-// due, a ticker releases the deferred ones every tick.
-func (f *fanout) runFlusher(ctx context.Context, workers int) {
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case c := <-f.ready:
-					c.flush()
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	t := time.NewTicker(f.tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			return
-		case <-t.C:
-		}
-		f.lmu.Lock()
-		batch := f.later
-		f.later = f.spare[:0]
-		f.lmu.Unlock()
-		for i, c := range batch {
-			select {
-			case f.ready <- c:
-			case <-ctx.Done():
-				wg.Wait()
-				return
-			}
-			batch[i] = nil
-		}
-		f.lmu.Lock()
-		f.spare = batch[:0]
-		f.lmu.Unlock()
 	}
 }

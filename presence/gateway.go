@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -18,21 +19,24 @@ import (
 
 // gateway serves /v1/presence/ws.
 type gateway struct {
-	mod       *Module
-	cfg       config.Presence
-	f         *fanout
-	m         *metrics
-	highWater int
-	idle      *idleWheel
+	mod    *Module
+	cfg    config.Presence
+	f      *fanout
+	m      *metrics
+	idle   *idleWheel
+	behind *behindSet
 	// jobs feeds the request workers. Requests run there, not on the
 	// connection's reader, whose stack an idle connection keeps; and a
 	// burst (thousands of connections closing together) waits on the
 	// readers' small stacks instead of piling up deep goroutines.
 	jobs    chan job
 	workers sync.WaitGroup
-	// opening bounds the connections being opened at once: a reconnect
-	// storm gets 503 with a jittered Retry-After instead of a Redis queue.
+	// opening bounds the connections being opened at once; waiting counts
+	// those queued for a slot. A burst waits its turn; a reconnect storm
+	// beyond what the gateway drains gets 503 with a jittered Retry-After
+	// instead of a Redis queue.
 	opening chan struct{}
+	waiting atomic.Int64
 	// listening is closed once the control channels are subscribed: a
 	// connection accepted before would miss what other gateways announce
 	// about its user (a subscription made elsewhere, a notification).
@@ -45,14 +49,10 @@ type gateway struct {
 // control channels before it is refused with 503.
 const listenWait = 5 * time.Second
 
-func newGateway(m *Module, sendQueue int) *gateway {
-	hw := sendQueue / 2
-	if hw < 1 {
-		hw = 1
-	}
+func newGateway(m *Module) *gateway {
 	g := &gateway{
-		mod: m, cfg: m.cfg, f: m.f, m: m.m, highWater: hw, idle: newIdleWheel(),
-		jobs: make(chan job), opening: make(chan struct{}, maxOpening), listening: make(chan struct{}),
+		mod: m, cfg: m.cfg, f: m.f, m: m.m, idle: newIdleWheel(), behind: newBehindSet(),
+		jobs: make(chan job), opening: make(chan struct{}, openingSlots(m.cfg)), listening: make(chan struct{}),
 	}
 	for i := 0; i < maxInFlight; i++ {
 		g.workers.Add(1)
@@ -64,8 +64,52 @@ func newGateway(m *Module, sendQueue int) *gateway {
 // maxInFlight is the number of request workers of a gateway.
 const maxInFlight = 256
 
-// maxOpening bounds the connections of a gateway being opened at once.
-const maxOpening = 512
+// openingPerCPU sizes the opening slots to the machine: opening a
+// connection is CPU work (TLS, upgrade, one script, the snapshot) and
+// Redis round trips, so more slots than this only lengthen every open.
+const openingPerCPU = 256
+
+// openingSlots is how many connections open at once: max_opening, or
+// openingPerCPU for each CPU the process may use.
+func openingSlots(cfg config.Presence) int {
+	if cfg.MaxOpening > 0 {
+		return cfg.MaxOpening
+	}
+	return openingPerCPU * runtime.GOMAXPROCS(0)
+}
+
+// waitersPerSlot bounds the queue of connections waiting for a slot: past
+// it the gateway sheds at once rather than hold sockets it cannot drain
+// within opening_wait.
+const waitersPerSlot = 8
+
+// admit takes an opening slot, waiting up to opening_wait for one; false:
+// the gateway is saturated and the connection is to be refused.
+func (g *gateway) admit(ctx context.Context) bool {
+	select {
+	case g.opening <- struct{}{}:
+		return true
+	default:
+	}
+	if g.cfg.OpeningWait <= 0 {
+		return false
+	}
+	if g.waiting.Add(1) > int64(waitersPerSlot*cap(g.opening)) {
+		g.waiting.Add(-1)
+		return false
+	}
+	defer g.waiting.Add(-1)
+	t := time.NewTimer(g.cfg.OpeningWait)
+	defer t.Stop()
+	select {
+	case g.opening <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // job is one frame of a connection to handle; msg nil is its end.
 type job struct {
@@ -107,13 +151,11 @@ func (g *gateway) handle(c echo.Context) error {
 	if !g.awaitListening() {
 		return web.Unavailable(time.Second, "the gateway is starting; retry after the delay")
 	}
-	select {
-	case g.opening <- struct{}{}:
-		defer func() { <-g.opening }()
-	default:
+	if !g.admit(c.Request().Context()) {
 		g.m.protocolErrs.WithLabelValues("busy").Inc()
 		return web.Unavailable(time.Second, "too many connections opening at once; retry after the delay")
 	}
+	defer func() { <-g.opening }()
 	// Counted before the upgrade, so shutdown, which waits for the
 	// connections after the sockets are drained, cannot miss this one.
 	g.wg.Add(1)
@@ -131,6 +173,7 @@ func (g *gateway) handle(c echo.Context) error {
 	if claims.ExpiresAt != nil {
 		cl.exp = claims.ExpiresAt.Unix()
 	}
+	conn.SetSource(cl.nextFrame)
 	if !cl.open() {
 		g.wg.Done()
 		return nil
@@ -183,7 +226,7 @@ func (g *gateway) run(ctx context.Context) error {
 	g.m.sessions.count.Store(&count)
 	go g.idle.run(ctx)
 	go g.f.runRefresher(ctx)
-	g.f.runFlusher(ctx, max(2, runtime.GOMAXPROCS(0)))
+	g.runBehind(ctx)
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
 	select {
@@ -256,7 +299,6 @@ func (c *client) open() bool {
 	defer cancel()
 	now := time.Now().UnixNano()
 	c.lastAct.Store(now)
-	c.lastFlush = now
 	var leftRooms []string
 	res, err := g.mod.st.step(ctx, c.user, "open", c.sid)
 	if errors.Is(err, errTooManySessions) {

@@ -19,25 +19,21 @@ import (
 // Deps are what the module is built from. It holds no store: each part
 // takes its stores from the host as it starts.
 type Deps struct {
-	Config config.Presence
-	// SendQueue is realtime.send_queue: the frames a connection may have
-	// waiting before it is dropped.
-	SendQueue int
-	Keys      store.Keyspace
-	Metrics   prometheus.Registerer
-	Log       *slog.Logger
+	Config  config.Presence
+	Keys    store.Keyspace
+	Metrics prometheus.Registerer
+	Log     *slog.Logger
 }
 
 // Module is the presence module of one process. Its parts (gateway, read
 // API, lifecycle, change writer) start one at a time and share it.
 type Module struct {
-	cfg       config.Presence
-	sendQueue int
-	log       *slog.Logger
-	m         *metrics
-	keys      keys
-	id        string // this process, in control messages
-	changes   *changeWriter
+	cfg     config.Presence
+	log     *slog.Logger
+	m       *metrics
+	keys    keys
+	id      string // this process, in control messages
+	changes *changeWriter
 
 	// Set by the first part to start.
 	rdb redis.UniversalClient
@@ -62,7 +58,7 @@ func New(d Deps) (*Module, error) {
 		return nil, fmt.Errorf("presence: metrics: %w", err)
 	}
 	mod := &Module{
-		cfg: d.Config, sendQueue: d.SendQueue, log: d.Log, m: m,
+		cfg: d.Config, log: d.Log, m: m,
 		keys: keys{ks: d.Keys, shards: d.Config.Shards}, id: store.NewToken()[:12],
 	}
 	mod.changes = newChangeWriter(mod)
@@ -76,7 +72,7 @@ func (m *Module) StartGateway(ctx context.Context, h module.Host) error {
 	}
 	m.sockets = h.Sockets()
 	m.sockets.Declare("presence")
-	m.gw = newGateway(m, m.sendQueue)
+	m.gw = newGateway(m)
 	h.Routes().GET("/v1/presence/ws", m.gw.handle)
 	h.Go("presence.gateway", m.gw.run)
 	return nil
@@ -137,7 +133,7 @@ func (m *Module) open(ctx context.Context, h module.Host) error {
 	}
 	m.rdb, m.hub = rdb, hb
 	m.st = newStateStore(rdb, m.keys, m.cfg, hb.PublishCommand())
-	m.f = newFanout(hb, m.st, m.m, m.log, m.cfg.CoalesceTick)
+	m.f = newFanout(hb, m.st, m.m, m.log)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package presence
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -76,8 +77,14 @@ type stepResult struct {
 // step runs one session operation on a user and recomputes their status.
 func (s *stateStore) step(ctx context.Context, user, op, sid string, args ...any) (stepResult, error) {
 	uk := s.keys.user(user)
+	// The script splices the user into the payload it publishes: encoded
+	// here once, so the script does not run a JSON encoder per change.
+	userJSON, err := json.Marshal(user)
+	if err != nil {
+		return stepResult{}, fmt.Errorf("presence: session %s: encode user: %w", op, err)
+	}
 	argv := make([]any, 0, 9+len(args))
-	argv = append(argv, op, sid, user, uk.channel, s.pubCmd,
+	argv = append(argv, op, sid, userJSON, uk.channel, s.pubCmd,
 		s.cfg.IdleThreshold.Milliseconds(), s.cfg.LastActiveGranularity.Milliseconds(),
 		s.cfg.OfflineRetention.Milliseconds(), s.cfg.MaxSessionsPerUser)
 	argv = append(argv, args...)

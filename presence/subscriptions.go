@@ -44,17 +44,20 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 	uk := s.keys.user(user)
 	var change subChange
 	txf := func(tx *redis.Tx) error {
-		alive, err := tx.HExists(ctx, uk.sessions, sid).Result()
-		if err != nil {
+		// Both reads in one round trip, under the WATCH just taken.
+		var aliveCmd *redis.BoolCmd
+		var oldCmd *redis.StringSliceCmd
+		if _, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+			aliveCmd = p.HExists(ctx, uk.sessions, sid)
+			oldCmd = p.SMembers(ctx, uk.subs)
+			return nil
+		}); err != nil {
 			return err
 		}
-		if !alive {
+		if !aliveCmd.Val() {
 			return errNoSession
 		}
-		old, err := tx.SMembers(ctx, uk.subs).Result()
-		if err != nil {
-			return err
-		}
+		old := oldCmd.Val()
 		change = diffSubscriptions(old, op, ids)
 		if len(change.All) > s.cfg.MaxSubscriptions {
 			return &limitError{msg: fmt.Sprintf("at most %d subscriptions per user (this would make %d)", s.cfg.MaxSubscriptions, len(change.All))}
@@ -64,7 +67,7 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 		} else if len(full) > 0 {
 			return &limitError{msg: fmt.Sprintf("at most %d followers per user", s.cfg.MaxFollowers), users: full}
 		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			s.writeForward(ctx, p, uk.subs, op, change)
 			if !s.cluster {
 				s.writeReverse(ctx, p, user, change)

@@ -164,10 +164,13 @@ type Conn struct {
 	queue   [][]byte
 	writing bool
 	closed  bool
-	ping    *time.Timer
-	done    chan struct{}
-	ctx     context.Context
-	cancel  context.CancelFunc
+	// pull asks the writer to call source once the queue is empty.
+	pull   bool
+	source func() []byte
+	ping   *time.Timer
+	done   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// final, once set, closes the connection after the queue is written.
 	final *closeFrame
@@ -281,6 +284,36 @@ func (c *Conn) enqueue(msg []byte, final *closeFrame) bool {
 	return true
 }
 
+// SetSource gives the connection a producer of frames built at the moment
+// the socket is free to take them: after Pull, the writer writes whatever
+// is queued, then calls src and writes the frame it returns (nil: nothing
+// to send). A producer that coalesces what it is asked to send while a
+// write is in flight thus batches only under backpressure, and an idle
+// connection gets its frame at once. Set it before the first Pull.
+func (c *Conn) SetSource(src func() []byte) {
+	c.mu.Lock()
+	c.source = src
+	c.mu.Unlock()
+}
+
+// Pull asks the writer to take a frame from the source as soon as the
+// socket is free, starting it when it is not running. Calls while a pull
+// is pending are merged into it; the source then builds one frame.
+func (c *Conn) Pull() {
+	c.mu.Lock()
+	if c.closed || c.final != nil || c.source == nil {
+		c.mu.Unlock()
+		return
+	}
+	c.pull = true
+	start := !c.writing
+	c.writing = true
+	c.mu.Unlock()
+	if start {
+		go c.flush()
+	}
+}
+
 // SendJSON marshals v and queues it.
 func (c *Conn) SendJSON(v any) bool {
 	b, err := json.Marshal(v)
@@ -320,10 +353,12 @@ func (c *Conn) Context() context.Context { return c.ctx }
 func (c *Conn) flush() {
 	for {
 		c.mu.Lock()
-		if c.closed || len(c.queue) == 0 {
+		pull := c.pull && c.final == nil
+		if c.closed || (len(c.queue) == 0 && !pull) {
 			c.s.queued.Sub(float64(len(c.queue)))
 			c.queue = nil
 			c.writing = false
+			c.pull = false
 			final := c.final
 			if c.closed {
 				final = nil
@@ -334,22 +369,41 @@ func (c *Conn) flush() {
 			}
 			return
 		}
+		if len(c.queue) == 0 {
+			// Queued frames first: they were decided before this one.
+			c.pull = false
+			src := c.source
+			c.mu.Unlock()
+			if msg := src(); msg != nil && !c.write(msg) {
+				return
+			}
+			continue
+		}
 		batch := c.queue
 		c.queue = nil
 		c.mu.Unlock()
 		c.s.queued.Sub(float64(len(batch)))
 		for _, msg := range batch {
-			_ = c.ws.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-				c.s.drops.WithLabelValues("write_failed").Inc()
-				c.closeNow(websocket.CloseAbnormalClosure, "")
-				c.mu.Lock()
-				c.writing = false
-				c.mu.Unlock()
+			if !c.write(msg) {
 				return
 			}
 		}
 	}
+}
+
+// write writes one message from the writer; on failure it closes the
+// connection, ends the writer and reports false.
+func (c *Conn) write(msg []byte) bool {
+	_ = c.ws.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+		c.s.drops.WithLabelValues("write_failed").Inc()
+		c.closeNow(websocket.CloseAbnormalClosure, "")
+		c.mu.Lock()
+		c.writing = false
+		c.mu.Unlock()
+		return false
+	}
+	return true
 }
 
 func (c *Conn) sendPing() {

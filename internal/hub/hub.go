@@ -130,31 +130,58 @@ func (h *Hub) PublishCommand() string {
 // Subscribe adds sub to topic and returns once Redis has confirmed the
 // upstream subscription, so nothing published afterwards is missed.
 func (h *Hub) Subscribe(ctx context.Context, name string, sub Subscriber) error {
+	return h.SubscribeMany(ctx, []Subscription{{Topic: name, Sub: sub}})[0]
+}
+
+// Subscription is one subscriber joining one topic.
+type Subscription struct {
+	Topic string
+	Sub   Subscriber
+}
+
+// SubscribeMany adds each subscriber to its topic and returns once Redis
+// has confirmed every new upstream subscription, with one error per
+// request (nil: joined). The new topics go to Redis in one command, and
+// with those of other calls made while a command is being written: a burst
+// of connections opening together costs a few commands, not one per topic.
+// A request not confirmed when ctx ends is taken back.
+func (h *Hub) SubscribeMany(ctx context.Context, reqs []Subscription) []error {
+	errs := make([]error, len(reqs))
+	readies := make([]chan struct{}, len(reqs))
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return ErrClosed
+		for i := range errs {
+			errs[i] = ErrClosed
+		}
+		return errs
 	}
-	t := h.topics[name]
-	if t == nil {
-		t = &topic{name: name, ready: make(chan struct{}), members: map[Subscriber]struct{}{}}
-		h.subscribeUpstream(t)
-		h.topics[name] = t
-		h.m.topics.Inc()
+	var fresh []*topic
+	for i, r := range reqs {
+		t := h.topics[r.Topic]
+		if t == nil {
+			t = &topic{name: r.Topic, ready: make(chan struct{}), members: map[Subscriber]struct{}{}}
+			h.topics[r.Topic] = t
+			h.m.topics.Inc()
+			fresh = append(fresh, t)
+		}
+		if t.add(r.Sub) {
+			h.m.localSubs.Inc()
+		}
+		readies[i] = t.ready
 	}
-	if t.add(sub) {
-		h.m.localSubs.Inc()
-	}
-	ready := t.ready
+	h.subscribeUpstream(fresh)
 	h.mu.Unlock()
 
-	select {
-	case <-ready:
-		return nil
-	case <-ctx.Done():
-		h.Unsubscribe(name, sub)
-		return fmt.Errorf("hub: subscribe %s: not confirmed: %w", name, ctx.Err())
+	for i, r := range reqs {
+		select {
+		case <-readies[i]:
+		case <-ctx.Done():
+			h.Unsubscribe(r.Topic, r.Sub)
+			errs[i] = fmt.Errorf("hub: subscribe %s: not confirmed: %w", r.Topic, ctx.Err())
+		}
 	}
+	return errs
 }
 
 // Unsubscribe removes sub from topic; the last subscriber leaving releases

@@ -30,6 +30,19 @@ type upstream struct {
 	pending map[string]int
 	leaving map[string]int
 	dead    bool // guarded by Hub.mu; set once the connection is abandoned
+	// queue holds the commands decided under Hub.mu, in order, for the
+	// connection's flusher to write; flushing: a flusher runs.
+	queue    []command
+	flushing bool
+}
+
+// command is one subscribe or unsubscribe of channels, to be written. On
+// a cluster its channels share a slot: Redis refuses a sharded command
+// whose channels span slots.
+type command struct {
+	subscribe bool
+	slot      int
+	names     []string
 }
 
 const (
@@ -58,34 +71,98 @@ func (u *upstream) subscribe(names ...string) error {
 	return u.ps.Subscribe(ctx, names...)
 }
 
-func (u *upstream) unsubscribe(name string) error {
+func (u *upstream) unsubscribe(names ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
 	if u.sharded {
-		return u.ps.SUnsubscribe(ctx, name)
+		return u.ps.SUnsubscribe(ctx, names...)
 	}
-	return u.ps.Unsubscribe(ctx, name)
+	return u.ps.Unsubscribe(ctx, names...)
 }
 
-// subscribeUpstream subscribes a new topic; h.mu is held so commands for
-// one channel reach Redis in the order decided here. Subscribe waits for
-// the confirmation, which also comes after a failure: the repair loop
-// subscribes the topic again.
-func (h *Hub) subscribeUpstream(t *topic) {
-	if len(h.unrouted) > 0 {
-		// Redis is failing: queue behind the topics being repaired rather
-		// than dial from here.
-		h.unrouted[t.name] = t
-		return
+// subscribeUpstream subscribes new topics; h.mu is held. SubscribeMany
+// waits for each confirmation, which also comes after a failure: the
+// repair loop subscribes the topic again.
+func (h *Hub) subscribeUpstream(ts []*topic) {
+	for _, t := range ts {
+		if len(h.unrouted) > 0 {
+			// Redis is failing: queue behind the topics being repaired
+			// rather than dial from here.
+			h.unrouted[t.name] = t
+			continue
+		}
+		u, err := h.target(t.name)
+		if err != nil {
+			h.unrouted[t.name] = t
+			h.sent("subscribe", err)
+			h.kickRepair()
+			continue
+		}
+		u.pending[t.name]++
+		u.topics[t.name] = t
+		t.up = u
+		h.enqueue(u, true, t.name)
 	}
-	u, err := h.target(t.name)
-	if err != nil {
-		h.unrouted[t.name] = t
-		h.sent("subscribe", err)
-		h.kickRepair()
-		return
+}
+
+// enqueue adds a command for u's flusher, starting it when none runs;
+// h.mu is held, so commands for one channel reach Redis in the order
+// decided here. While the flusher writes, later commands wait and leave
+// together, merged with their neighbours of the same kind.
+func (h *Hub) enqueue(u *upstream, subscribe bool, name string) {
+	slot := 0
+	if u.sharded {
+		slot = keySlot(name)
 	}
-	h.attach(u, []*topic{t})
+	if n := len(u.queue); n > 0 && u.queue[n-1].subscribe == subscribe && u.queue[n-1].slot == slot && len(u.queue[n-1].names) < repairChunk {
+		u.queue[n-1].names = append(u.queue[n-1].names, name)
+	} else {
+		u.queue = append(u.queue, command{subscribe: subscribe, slot: slot, names: []string{name}})
+	}
+	if !u.flushing {
+		u.flushing = true
+		go h.flushUpstream(u)
+	}
+}
+
+// flushUpstream writes u's queued commands in order until none is left. A
+// failed write abandons the connection; its topics go to the repair loop.
+func (h *Hub) flushUpstream(u *upstream) {
+	for {
+		h.mu.Lock()
+		if u.dead || len(u.queue) == 0 {
+			u.queue = nil
+			u.flushing = false
+			h.mu.Unlock()
+			return
+		}
+		q := u.queue
+		u.queue = nil
+		h.mu.Unlock()
+		for _, c := range q {
+			op := "unsubscribe"
+			if c.subscribe {
+				op = "subscribe"
+			}
+			// Counted before the write: Redis may confirm the channels (and
+			// a waiting subscriber return) before the write call does.
+			h.m.upstreamOps.WithLabelValues(op).Inc()
+			var err error
+			if c.subscribe {
+				err = u.subscribe(c.names...)
+			} else {
+				err = u.unsubscribe(c.names...)
+			}
+			if err != nil {
+				h.failed(op, err)
+				h.mu.Lock()
+				h.abandon(u, err)
+				u.flushing = false
+				h.mu.Unlock()
+				return
+			}
+		}
+	}
 }
 
 // target is the live connection for a channel, created when missing.
@@ -151,20 +228,21 @@ func (h *Hub) unsubscribeUpstream(t *topic) {
 		return
 	}
 	u.leaving[t.name]++
-	err := u.unsubscribe(t.name)
-	h.sent("unsubscribe", err)
-	if err != nil {
-		h.abandon(u, err)
-	}
+	h.enqueue(u, false, t.name)
 }
 
 // sent counts a command and logs a failure; recovery is the repair loop's.
 func (h *Hub) sent(op string, err error) {
 	h.m.upstreamOps.WithLabelValues(op).Inc()
 	if err != nil {
-		h.m.upstreamErrors.Inc()
-		h.log.Debug("hub: upstream command failed", "op", op, "err", err)
+		h.failed(op, err)
 	}
+}
+
+// failed counts and logs a failed command.
+func (h *Hub) failed(op string, err error) {
+	h.m.upstreamErrors.Inc()
+	h.log.Debug("hub: upstream command failed", "op", op, "err", err)
 }
 
 // abandon gives up a failed connection and queues its topics for the

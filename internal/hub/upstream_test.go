@@ -213,3 +213,58 @@ func moveSlot(t *testing.T, slot int, to, from *redis.Client, masters []*redis.C
 		require.NoError(t, m.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", id).Err())
 	}
 }
+
+// Topics joined together go to Redis together: on a single node one
+// SubscribeMany of 1,200 new topics is three commands (of at most
+// repairChunk channels), and 100 callers joining at once cost at most one
+// command each, fewer when they wait behind a write in flight. (On a
+// cluster a sharded command holds one slot's channels, and these topics
+// each have their own slot.) Every topic is confirmed and receives.
+func TestSubscriptionsJoinedTogetherShareCommands(t *testing.T) {
+	for name, backend := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := setup(t, backend())
+			ctx := testenv.Context(t)
+			ops := func() float64 { return testutil.ToFloat64(b.hub.m.upstreamOps.WithLabelValues("subscribe")) }
+
+			const n = 1200
+			reqs := make([]Subscription, n)
+			subs := make([]*counter, n)
+			topics := make([]string, n)
+			for i := range reqs {
+				topics[i] = b.topic("many-" + strconv.Itoa(i))
+				subs[i] = &counter{}
+				reqs[i] = Subscription{Topic: topics[i], Sub: subs[i]}
+			}
+			for _, err := range b.hub.SubscribeMany(ctx, reqs) {
+				require.NoError(t, err)
+			}
+			if _, cluster := b.rdb.(*redis.ClusterClient); !cluster {
+				require.Equal(t, float64((n+repairChunk-1)/repairChunk), ops(), "one command per %d channels", repairChunk)
+			}
+			publishAll(t, b, topics, subs, 1, "every topic of the batch receives")
+
+			before := ops()
+			var wg sync.WaitGroup
+			for g := 0; g < 100; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					batch := make([]Subscription, 10)
+					for i := range batch {
+						batch[i] = Subscription{Topic: b.topic("callers-" + strconv.Itoa(g) + "-" + strconv.Itoa(i)), Sub: &counter{}}
+					}
+					for _, err := range b.hub.SubscribeMany(ctx, batch) {
+						require.NoError(t, err)
+					}
+				}()
+			}
+			wg.Wait()
+			sent := ops() - before
+			if _, cluster := b.rdb.(*redis.ClusterClient); !cluster {
+				require.LessOrEqual(t, sent, float64(100), "at most one command per caller")
+			}
+			t.Logf("1,000 topics from 100 concurrent callers: %.0f subscribe commands", sent)
+		})
+	}
+}

@@ -53,4 +53,27 @@ func TestLoadScenario(t *testing.T) {
 	require.Contains(t, text, "killed 6 of 30")
 	require.Contains(t, text, "0.00 % (0 of 6 killed sessions still shown online)")
 	require.Contains(t, text, "server RSS per connection")
+	require.Regexp(t, `deliveries/expected\s+\d+ / \d+ .*, 0 lost`, text, "every delivery arrives or is superseded")
+	require.Contains(t, text, "send to receive")
+	require.Contains(t, text, "CPU during the changes")
+}
+
+// The spread shape gives every user exactly K followers, none twice.
+func TestSpreadShapeGivesEveryUserKFollowers(t *testing.T) {
+	t.Parallel()
+	l := &Scenario{follow: 20, total: 2000, shape: shapeSpread}
+	followers := make([]int, l.total)
+	for i := 0; i < l.total; i++ {
+		seen := map[int]bool{}
+		for _, j := range l.follows(i) {
+			require.False(t, seen[j], "user %d follows %d twice", i, j)
+			seen[j] = true
+			followers[j]++
+		}
+		require.Len(t, seen, 20)
+	}
+	for j, n := range followers {
+		require.Equal(t, 20, n, "followers of user %d", j)
+	}
+	require.Equal(t, []int{20, 21, 22}, l.follows(1)[:3], "user i follows (20i+k) mod 2000")
 }
