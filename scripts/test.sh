@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against real Redis and PostgreSQL. The test
 # helpers start private servers from redis-server and the PostgreSQL server
-# binaries; this script makes sure redis-server and stripe-mock are
-# installed first.
+# binaries; this script makes sure redis-server, pgbouncer and stripe-mock
+# are installed first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +12,19 @@ if ! command -v redis-server >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
   else
     echo "the tests need redis-server: apt-get install redis-server (or brew install redis)" >&2
+    exit 1
+  fi
+fi
+
+# pgbouncer, for the tests that run presenced behind a transaction-mode
+# pooler (store and app); Debian installs it into /usr/sbin, where the test
+# helpers look.
+if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing pgbouncer (the pooler tests need it)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
+  else
+    echo "the tests need pgbouncer: apt-get install pgbouncer (or brew install pgbouncer)" >&2
     exit 1
   fi
 fi
