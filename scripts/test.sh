@@ -36,10 +36,11 @@ if ! command -v stripe-mock >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/stri
   go install github.com/stripe/stripe-mock@v0.203.0
 fi
 
-# helm for the chart's tests (deploy/helm), built once from the Go module
-# proxy at the version CI lints with.
+# helm for the chart's tests (deploy/helm) and promtool for the alert rules'
+# (deploy/prometheus), built once from the Go module proxy at pinned versions.
 . scripts/tools.sh
 PRESENCED_TEST_HELM=$(presenced_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION")
-export PRESENCED_TEST_HELM
+PRESENCED_TEST_PROMTOOL=$(presenced_tool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION")
+export PRESENCED_TEST_HELM PRESENCED_TEST_PROMTOOL
 
 exec go test -race -count=1 -timeout 40m "$@" ./...
