@@ -63,6 +63,11 @@ type App struct {
 	loopWG    sync.WaitGroup
 	loopErr   chan error
 	devMode   []string
+	// devTokens: the JWT secret is one generated for development, so the
+	// demo sign-in may mint tokens with it (never beside a real issuer).
+	devTokens bool
+	// partRoutes are the routes each started part mounted, for the index.
+	partRoutes map[string][]string
 	// ran is set once Run serves: the shutdown of a process that never
 	// started (a failed start, a one-shot command) is not announced, so
 	// its error is the last thing a person reads.
@@ -119,8 +124,11 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		table:   parts,
 		pools:   map[string]*pgxpool.Pool{},
 		loopErr: make(chan error, 1),
+
+		partRoutes: map[string][]string{},
 	}
 	a.loopCtx, a.stopLoops = context.WithCancel(context.Background())
+	a.devTokens = cfg.Auth.DevSecrets && cfg.Auth.JWKSURL == "" && cfg.Auth.JWTSecret == ""
 	filled, err := ResolveSecrets(&a.Config)
 	if err != nil {
 		return nil, err
@@ -178,10 +186,15 @@ func (a *App) Start(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("start %s: %w", name, err)
 		}
+		before := routeKeys(a.Server.Echo)
 		if err := p.start(ctx, a, &partHost{a: a, part: name, needs: p.needs}); err != nil {
 			return fmt.Errorf("start %s: %w", name, err)
 		}
+		a.partRoutes[name] = newRoutes(a.Server.Echo, before)
 		a.started = append(a.started, name)
+	}
+	if err := a.mountPages(); err != nil {
+		return err
 	}
 	if len(a.devMode) > 0 {
 		a.Log.Warn("SINGLE-NODE DEVELOPMENT MODE: not for production", "embedded", a.devMode)

@@ -35,6 +35,7 @@ type Config struct {
 	Booking  Booking  `yaml:"booking"`
 	Viewers  Viewers  `yaml:"viewers"`
 	Payments Payments `yaml:"payments"`
+	Web      Web      `yaml:"web"`
 
 	Waitingroom Waitingroom `yaml:"waitingroom"`
 	Presence    Presence    `yaml:"presence"`
@@ -207,6 +208,7 @@ func Default() Config {
 		Booking:     defaultBooking(),
 		Viewers:     defaultViewers(),
 		Payments:    defaultPayments(),
+		Web:         defaultWeb(),
 		Waitingroom: defaultWaitingroom(),
 		Presence:    defaultPresence(),
 	}
@@ -304,6 +306,7 @@ func (c *Config) Validate() error {
 	c.Booking.validate(bad)
 	c.Viewers.validate(bad)
 	c.Payments.validate(bad)
+	c.Web.validate(bad)
 	c.Waitingroom.validate(bad)
 	c.Presence.validate(bad)
 	if len(errs) > 0 {

@@ -2,7 +2,7 @@
 # Runs the whole test suite against real Redis and PostgreSQL. The test
 # helpers start private servers from redis-server and the PostgreSQL server
 # binaries; this script makes sure redis-server, pgbouncer and stripe-mock
-# are installed first.
+# are installed first, and runs presenced.js's Node tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,4 +43,19 @@ PRESENCED_TEST_HELM=$(presenced_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSIO
 PRESENCED_TEST_PROMTOOL=$(presenced_tool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION")
 export PRESENCED_TEST_HELM PRESENCED_TEST_PROMTOOL
 
+# presenced.js, the browser client: its state machine under Node's own
+# test runner, with a fake socket.
+if ! command -v node >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing nodejs (the browser client's tests need Node 20+)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null
+  else
+    echo "the browser client's tests need Node 20+: apt-get install nodejs (or brew install node)" >&2
+    exit 1
+  fi
+fi
+node --test web/pages/jstest/
+
+# The Go tests; the pages' browser tests need Chromium (apt-get install
+# chromium) and skip without it, except on CI (.ci/run installs it).
 exec go test -race -count=1 -timeout 40m "$@" ./...

@@ -1,0 +1,573 @@
+// /demo/sale/{event}: the fan's journey. Join the line, wait with a live
+// position, get in, pick seats on a canvas kept live by invalidations,
+// hold them (with a countdown), pay on the sandbox's checkout page, and get
+// tickets whose QR code changes every 15 seconds.
+import { ApiError, fetchSeatStates, request, SeatMapLive, SeatState, WaitingRoom } from '/js/presenced.js';
+import { $, afterPaint, clock, config, duration, explain, money, randomName, show, stateWords, text, userToken } from './common.js';
+
+const event = config.event;
+const base = location.origin;
+const storeKey = 'pd-sale:' + event;
+const MAX_SEATS = 6;
+
+/** What survives a reload or the trip to the checkout page. */
+let saved = load();
+let pass = null;
+let room = null;
+
+function load() {
+  try {
+    return JSON.parse(sessionStorage.getItem(storeKey) || '{}');
+  } catch {
+    return {};
+  }
+}
+
+function save() {
+  sessionStorage.setItem(storeKey, JSON.stringify(saved));
+}
+
+function say(message, isError = true) {
+  const el = $('sale-message');
+  el.textContent = message;
+  el.classList.toggle('error', isError);
+  show('sale-message', !!message);
+}
+
+// ---- 1. You and 2. the waiting room ----
+
+if (!config.signIn) {
+  show('fan-field', false);
+  show('fan-token-field', true);
+}
+$('fan').value = saved.user || randomName('fan');
+
+$('join-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  $('join').disabled = true;
+  try {
+    saved.user = $('fan').value.trim();
+    saved.token = await userToken(saved.user, $('fan-token').value);
+    save();
+    joinLine();
+  } catch (err) {
+    say(explain(err));
+    $('join').disabled = false;
+  }
+});
+
+function signedIn() {
+  show('join-form', false);
+  text('you-line', `You are ${saved.user}.`);
+  show('you-line', true);
+}
+
+function joinLine() {
+  signedIn();
+  show('step-line', true);
+  $('join').disabled = true;
+  room?.close();
+  room = new WaitingRoom({ event, token: saved.token });
+  room.on('state', (s) => {
+    text('line-state', room.admitted ? 'done: you are in' : stateWords(s));
+    document.body.dataset.line = s;
+    if (s === 'failed') say('This event has no waiting room open: an operator opens it on the ops page.');
+    if (s === 'unauthorized') say('Your sign-in was refused: sign in again.');
+  });
+  room.on('position', showPosition);
+  room.on('admitted', (a) => {
+    pass = a.pass;
+    document.body.dataset.admitted = 'true';
+    text('position', 'You are in!');
+    text('eta', `Pick your seats and hold them before ${new Date(a.expiresAt).toLocaleTimeString()}.`);
+    show('paused', false);
+    text('seats-help', `Pick up to ${MAX_SEATS} seats: click them on the map, or use the arrow keys and Space.`);
+    updatePicked();
+  });
+  room.on('error', (e) => {
+    if (e.code === 'not_in_line') say('Your place in line was lost (you were away too long): joining again at the back.', false);
+  });
+  room.join();
+}
+
+function showPosition(p) {
+  const line = $('line');
+  line.dataset.paused = String(!!p.paused);
+  show('paused', !!p.paused);
+  if (p.lottery === 'pending') {
+    text('position', 'You are in the draw');
+    text('eta', 'Everyone who joined before the sale opens is placed in a random order at opening.');
+    return;
+  }
+  line.dataset.position = String(p.position ?? '');
+  text('position', p.position === 1 ? 'You are next in line' : `You are number ${p.position} in line`);
+  const parts = [];
+  if (p.aheadOfYou) parts.push(`${p.aheadOfYou} ${p.aheadOfYou === 1 ? 'person' : 'people'} ahead of you`);
+  if (p.opensAt) parts.push(`the sale opens at ${new Date(p.opensAt).toLocaleTimeString()}`);
+  if (p.etaSeconds != null) parts.push(`about ${duration(p.etaSeconds)} to go (an estimate)`);
+  text('eta', parts.join(' · '));
+}
+
+// ---- 3. The seat map ----
+
+/** @type {{sections: any[], seats: any[], currency: string} | null} */
+let layout = null;
+/** section id -> {seats: SeatView[], states: Uint8Array, rows, cols, byPos: Map} */
+const sections = new Map();
+let current = null;
+const picked = new Set();
+let focusIdx = 0;
+const canvas = $('seatmap');
+const ctx = canvas.getContext('2d');
+const COLORS = { [SeatState.AVAILABLE]: '#2e9e57', [SeatState.HELD]: '#e0a200', [SeatState.SOLD]: '#9aa0a8', [SeatState.BLOCKED]: '#3d424b' };
+
+async function loadLayout() {
+  const map = await request(base, `/v1/events/${encodeURIComponent(event)}/seats`);
+  layout = map;
+  text('event-name', event);
+  let offset = 0;
+  for (const sec of map.sections) {
+    const seats = map.seats.slice(offset, offset + sec.seatCount);
+    offset += sec.seatCount;
+    const rows = Math.max(...seats.map((s) => s.row));
+    const cols = Math.max(...seats.map((s) => s.number));
+    const states = Uint8Array.from(seats, (s) => ['AVAILABLE', 'HELD', 'SOLD', 'BLOCKED'].indexOf(s.status));
+    sections.set(sec.id, { info: sec, seats, states, rows, cols });
+  }
+  const group = $('sections');
+  group.replaceChildren(
+    ...map.sections.map((sec) => {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'secondary';
+      b.dataset.section = sec.id;
+      b.setAttribute('aria-pressed', 'false');
+      b.addEventListener('click', () => selectSection(sec.id));
+      return b;
+    }),
+  );
+  labelSections();
+  selectSection(map.sections[0]?.id);
+}
+
+function labelSections() {
+  for (const b of $('sections').children) {
+    const s = sections.get(b.dataset.section);
+    const free = s.states.reduce((n, st) => n + (st === SeatState.AVAILABLE ? 1 : 0), 0);
+    b.textContent = `${s.info.name} · ${money(s.info.basePrice, layout.currency)} · ${free} free`;
+  }
+}
+
+function selectSection(id) {
+  if (!sections.has(id)) return;
+  current = id;
+  focusIdx = 0;
+  for (const b of $('sections').children) b.setAttribute('aria-pressed', String(b.dataset.section === id));
+  draw();
+}
+
+/** Cell size and padding of the canvas grid; the tests read them too. */
+function geometry(sec) {
+  const pad = 8;
+  const width = Math.max(280, Math.min($('step-seats').clientWidth - 34, 960));
+  const cell = Math.max(6, Math.min(24, Math.floor((width - 2 * pad) / sec.cols)));
+  return { pad, cell, w: pad * 2 + cell * sec.cols, h: pad * 2 + cell * sec.rows };
+}
+
+function draw() {
+  const sec = sections.get(current);
+  if (!sec) return;
+  const g = geometry(sec);
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = g.w * dpr;
+  canvas.height = g.h * dpr;
+  canvas.style.width = g.w + 'px';
+  canvas.style.height = g.h + 'px';
+  canvas.dataset.cell = String(g.cell);
+  canvas.dataset.pad = String(g.pad);
+  canvas.dataset.section = current;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, g.w, g.h);
+  const gap = g.cell >= 10 ? 2 : 1;
+  sec.seats.forEach((seat, i) => {
+    const x = g.pad + (seat.number - 1) * g.cell;
+    const y = g.pad + (seat.row - 1) * g.cell;
+    ctx.fillStyle = picked.has(seat.id) ? '#0b5cad' : COLORS[sec.states[i]];
+    ctx.fillRect(x + gap / 2, y + gap / 2, g.cell - gap, g.cell - gap);
+    if (i === focusIdx && document.activeElement === canvas) {
+      ctx.strokeStyle = '#ffbf47';
+      ctx.lineWidth = 2;
+      ctx.strokeRect(x + 1, y + 1, g.cell - 2, g.cell - 2);
+    }
+  });
+  canvas.dataset.free = String(sec.states.filter((s) => s === SeatState.AVAILABLE).length);
+}
+
+function describe(sec, i) {
+  const seat = sec.seats[i];
+  const st = picked.has(seat.id) ? 'picked by you' : ['free', 'held', 'sold', 'not for sale'][sec.states[i]];
+  return `${sec.info.name}, row ${seat.row}, seat ${seat.number}: ${st}, ${money(seat.basePrice, layout.currency)}`;
+}
+
+function toggle(i) {
+  const sec = sections.get(current);
+  const seat = sec.seats[i];
+  if (!pass) {
+    text('seat-focus', 'Wait for your turn in line to pick seats.');
+    return;
+  }
+  if (picked.has(seat.id)) {
+    picked.delete(seat.id);
+  } else if (sec.states[i] !== SeatState.AVAILABLE) {
+    text('seat-focus', describe(sec, i) + '.');
+    return;
+  } else if (picked.size >= MAX_SEATS) {
+    text('seat-focus', `At most ${MAX_SEATS} seats at a time.`);
+    return;
+  } else {
+    picked.add(seat.id);
+  }
+  text('seat-focus', describe(sec, i));
+  updatePicked();
+  draw();
+}
+
+canvas.addEventListener('click', (ev) => {
+  const sec = sections.get(current);
+  if (!sec) return;
+  const g = geometry(sec);
+  const r = canvas.getBoundingClientRect();
+  const col = Math.floor((ev.clientX - r.left - g.pad) / g.cell) + 1;
+  const row = Math.floor((ev.clientY - r.top - g.pad) / g.cell) + 1;
+  const i = sec.seats.findIndex((s) => s.row === row && s.number === col);
+  if (i >= 0) {
+    focusIdx = i;
+    toggle(i);
+  }
+});
+
+canvas.addEventListener('keydown', (ev) => {
+  const sec = sections.get(current);
+  if (!sec) return;
+  const seat = sec.seats[focusIdx];
+  const find = (row, num) => sec.seats.findIndex((s) => s.row === row && s.number === num);
+  let next = -1;
+  switch (ev.key) {
+    case 'ArrowRight': next = find(seat.row, seat.number + 1); break;
+    case 'ArrowLeft': next = find(seat.row, seat.number - 1); break;
+    case 'ArrowDown': next = find(seat.row + 1, seat.number); break;
+    case 'ArrowUp': next = find(seat.row - 1, seat.number); break;
+    case ' ':
+    case 'Enter':
+      ev.preventDefault();
+      toggle(focusIdx);
+      return;
+    default:
+      return;
+  }
+  ev.preventDefault();
+  if (next >= 0) focusIdx = next;
+  text('seat-focus', describe(sec, focusIdx));
+  draw();
+});
+canvas.addEventListener('focus', () => {
+  const sec = sections.get(current);
+  if (sec) text('seat-focus', describe(sec, focusIdx));
+  draw();
+});
+canvas.addEventListener('blur', draw);
+
+function seatById(id) {
+  for (const [sid, sec] of sections) {
+    const i = sec.seats.findIndex((s) => s.id === id);
+    if (i >= 0) return { sid, sec, i };
+  }
+  return null;
+}
+
+function updatePicked() {
+  const names = [...picked].map((id) => {
+    const f = seatById(id);
+    return f ? `${f.sec.info.id}-${f.sec.seats[f.i].row}-${f.sec.seats[f.i].number}` : String(id);
+  });
+  text('picked', names.length ? names.join(', ') : 'none');
+  $('picked').dataset.count = String(picked.size);
+  const hold = $('hold');
+  hold.disabled = !pass || picked.size === 0 || !!saved.reservation;
+  hold.textContent = picked.size > 1 ? `Hold ${picked.size} seats` : 'Hold seats';
+}
+
+/** Refreshes the states of one section (or all) from the bitmap. */
+async function refresh(sectionId) {
+  if (!layout) return;
+  try {
+    const r = await fetchSeatStates(base, event, sectionId);
+    if (sectionId) {
+      sections.get(sectionId).states = r.states;
+    } else {
+      let off = 0;
+      for (const sec of sections.values()) {
+        sec.states = r.states.slice(off, off + sec.seats.length);
+        off += sec.seats.length;
+      }
+    }
+    // A seat someone else took leaves your selection, with a word.
+    for (const id of [...picked]) {
+      const f = seatById(id);
+      if (f && f.sec.states[f.i] !== SeatState.AVAILABLE && !saved.reservation) {
+        picked.delete(id);
+        text('seat-focus', `Seat ${f.sec.info.id}-${f.sec.seats[f.i].row}-${f.sec.seats[f.i].number} was just taken by someone else.`);
+      }
+    }
+    updatePicked();
+    labelSections();
+    draw();
+  } catch {
+    // The next invalidation or reset fetches it again.
+  }
+}
+
+// ---- 4. The hold ----
+
+let countdownTimer = null;
+
+$('hold').addEventListener('click', async () => {
+  $('hold').disabled = true;
+  try {
+    const r = await request(base, `/v1/events/${encodeURIComponent(event)}/holds`, {
+      method: 'POST',
+      token: saved.token,
+      headers: { 'X-Admission-Pass': pass, 'Idempotency-Key': crypto.randomUUID() },
+      body: { seats: [...picked] },
+    });
+    saved.reservation = r;
+    save();
+    say('');
+    showHold(r);
+  } catch (err) {
+    if (err instanceof ApiError && err.code === 'pending_checkout' && err.details.reservation) {
+      const r = await request(base, `/v1/reservations/${err.details.reservation}`, { token: saved.token });
+      saved.reservation = r;
+      save();
+      showHold(r);
+      return;
+    }
+    if (err instanceof ApiError && err.code === 'not_admitted') {
+      // The checkout slot ran out before the hold: back into the line.
+      pass = null;
+      delete document.body.dataset.admitted;
+      say('Your turn to pick seats has ended: join the line again.');
+      show('join-form', true);
+      $('join').disabled = false;
+    } else {
+      say(explain(err));
+    }
+    refresh();
+    updatePicked();
+  }
+});
+
+function showHold(r) {
+  show('step-hold', true);
+  picked.clear();
+  for (const it of r.items ?? []) picked.add(it.seat);
+  updatePicked();
+  draw();
+  const seats = (r.items ?? []).map((it) => `${it.section}-${it.row}-${it.number} (${money(it.price, r.currency)})`);
+  text('hold-summary', `${seats.join(', ')}: ${money(r.total, r.currency)} in total.`);
+  $('step-hold').dataset.reservation = r.id;
+  $('step-hold').dataset.status = r.status;
+  clearInterval(countdownTimer);
+  const paid = r.status === 'PAID';
+  show('hold-timer', !paid);
+  show('hold-actions', !paid);
+  text('hold-title', paid ? '4. Paid: the seats are yours' : '4. Your hold');
+  if (paid) return;
+  const tick = () => {
+    const left = (Date.parse(r.expiresAt) - Date.now()) / 1000;
+    text('countdown', clock(left));
+    $('countdown').dataset.seconds = String(Math.max(0, Math.floor(left)));
+    if (left <= 0) {
+      clearInterval(countdownTimer);
+      text('pay-state', 'The hold has expired: the seats are back on sale.');
+      $('pay').disabled = true;
+    }
+  };
+  tick();
+  countdownTimer = setInterval(tick, 1000);
+  $('pay').disabled = r.status !== 'PENDING_PAYMENT';
+  $('cancel').disabled = r.status !== 'PENDING_PAYMENT';
+}
+
+$('cancel').addEventListener('click', async () => {
+  try {
+    await request(base, `/v1/reservations/${saved.reservation.id}`, { method: 'DELETE', token: saved.token });
+  } catch (err) {
+    say(explain(err));
+  }
+  clearInterval(countdownTimer);
+  delete saved.reservation;
+  delete saved.payment;
+  save();
+  picked.clear();
+  show('step-hold', false);
+  updatePicked();
+  refresh();
+});
+
+// ---- 5. Payment and tickets ----
+
+$('pay').addEventListener('click', async () => {
+  $('pay').disabled = true;
+  text('pay-state', 'Starting the payment…');
+  try {
+    const r = saved.reservation;
+    // One key per reservation: a retry gets the same payment back.
+    const p = await request(base, `/v1/reservations/${r.id}/payments`, {
+      method: 'POST',
+      token: saved.token,
+      headers: { 'Idempotency-Key': 'pay-' + r.id },
+    });
+    saved.payment = { id: p.id };
+    save();
+    const f = new URLSearchParams({
+      confirm: p.confirmUrl,
+      secret: p.clientSecret,
+      amount: String(p.amount),
+      currency: p.currency,
+      back: location.pathname,
+    });
+    // The fragment never reaches a server log.
+    location.assign('/demo/checkout#' + f);
+  } catch (err) {
+    text('pay-state', explain(err));
+    $('pay').disabled = false;
+  }
+});
+
+/** After the checkout: wait for the provider's webhook to make it PAID. */
+async function followPayment() {
+  const r = saved.reservation;
+  text('pay-state', 'Paid at the provider: waiting for its confirmation (the signed webhook)…');
+  $('pay').disabled = true;
+  $('cancel').disabled = true;
+  for (;;) {
+    try {
+      const now = await request(base, `/v1/reservations/${r.id}`, { token: saved.token });
+      $('step-hold').dataset.status = now.status;
+      if (now.status === 'PAID') {
+        showHold(now);
+        text('pay-state', 'Paid. Your tickets are being issued…');
+        return tickets(r.id);
+      }
+      if (now.status !== 'PENDING_PAYMENT') {
+        text('pay-state', `The hold ended (${now.status.toLowerCase()}) before the payment was confirmed; it will be refunded.`);
+        return;
+      }
+    } catch {
+      // keep waiting
+    }
+    await sleep(1000);
+  }
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function tickets(reservation) {
+  show('step-tickets', true);
+  for (;;) {
+    try {
+      const list = (await request(base, '/v1/tickets', { token: saved.token })).tickets.filter((t) => t.reservation === reservation);
+      if (list.length > 0) {
+        text('pay-state', 'Paid.');
+        $('tickets').replaceChildren(...list.map(ticketCard));
+        return;
+      }
+    } catch {
+      // keep waiting
+    }
+    await sleep(1000);
+  }
+}
+
+function ticketCard(t) {
+  const li = document.createElement('li');
+  li.className = 'card ticket';
+  li.dataset.ticket = t.id;
+  const h = document.createElement('h3');
+  h.textContent = t.label;
+  const img = document.createElement('img');
+  img.alt = `Entry code for ${t.label}`;
+  img.width = 256;
+  img.height = 256;
+  const note = document.createElement('p');
+  note.className = 'status-line';
+  const payload = document.createElement('p');
+  payload.className = 'payload';
+  li.append(h, img, note, payload);
+  let refreshAt = 0;
+  let url = null;
+  const rotate = async () => {
+    let wait = 1000;
+    try {
+      const qr = await request(base, `/v1/tickets/${t.id}/qr`, { token: saved.token });
+      const png = await request(base, `/v1/tickets/${t.id}/qr?format=png`, { token: saved.token, as: 'blob' });
+      if (url) URL.revokeObjectURL(url);
+      url = URL.createObjectURL(png);
+      img.src = url;
+      li.dataset.window = String(qr.window);
+      payload.textContent = qr.payload;
+      refreshAt = Date.parse(qr.refreshAt);
+      wait = Math.max(500, refreshAt - Date.now() + 250);
+    } catch {
+      // try again shortly
+    }
+    setTimeout(rotate, wait);
+  };
+  setInterval(() => {
+    if (refreshAt) note.textContent = `The code changes in ${Math.max(0, Math.ceil((refreshAt - Date.now()) / 1000))} s`;
+  }, 1000);
+  rotate();
+  return li;
+}
+
+// ---- start ----
+
+afterPaint(async () => {
+  try {
+    await loadLayout();
+  } catch (err) {
+    say(err instanceof ApiError && err.status === 404 ? `There is no event “${event}”.` : explain(err));
+    return;
+  }
+  const live = new SeatMapLive({ event });
+  live.on('reset', () => refresh());
+  live.on('invalidate', (s) => refresh(s));
+  live.start();
+  window.addEventListener('resize', draw);
+
+  if (saved.token) signedIn();
+  if (saved.token && saved.reservation) {
+    // Back from the checkout page, or a reload during the hold.
+    try {
+      const r = await request(base, `/v1/reservations/${saved.reservation.id}`, { token: saved.token });
+      saved.reservation = r;
+      save();
+      showHold(r);
+      if (r.status === 'PAID') {
+        $('pay').disabled = true;
+        return tickets(r.id);
+      }
+      if (r.status === 'PENDING_PAYMENT' && saved.payment && location.hash === '#paid') return followPayment();
+      if (r.status !== 'PENDING_PAYMENT') {
+        delete saved.reservation;
+        save();
+        show('step-hold', false);
+      }
+    } catch {
+      delete saved.reservation;
+      save();
+    }
+  }
+  if (saved.token) joinLine();
+});

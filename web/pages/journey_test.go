@@ -1,0 +1,207 @@
+package pages_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBrowserIndex(t *testing.T) {
+	ctx := browser(t)
+	s := server(t)
+	page := tab(t, ctx, "index", false)
+	run(t, page, chromedp.Navigate(s.URL+"/"))
+	waitJS(t, page, "the index lists the roles", `document.querySelectorAll('section.card').length >= 7`)
+	accessible(t, page)
+	shot(t, page, "index")
+}
+
+func TestBrowserHotelCountRisesWithOtherViewers(t *testing.T) {
+	ctx := browser(t)
+	s := server(t)
+	createHotel(t, s, "bt-lisbon-1", "testville", "Harbour Test Hotel")
+	createHotel(t, s, "bt-lisbon-2", "testville", "Old Town Test Inn")
+	in := time.Now().AddDate(0, 0, 3).Format("2006-01-02")
+	out := time.Now().AddDate(0, 0, 5).Format("2006-01-02")
+	q := fmt.Sprintf("?city=testville&checkIn=%s&checkOut=%s&guests=2", in, out)
+
+	// Search: both hotels, each with a link to its page.
+	search := tab(t, ctx, "hotels", false)
+	run(t, search, chromedp.Navigate(s.URL+"/demo/hotels"+q))
+	waitJS(t, search, "the search lists both hotels", `document.querySelectorAll('#results a').length === 2`)
+	accessible(t, search)
+	shot(t, search, "hotels")
+
+	// The hotel page counts its own viewer first...
+	hotel := tab(t, ctx, "hotel", false)
+	run(t, hotel, chromedp.Navigate(s.URL+"/demo/hotels/bt-lisbon-1"+q))
+	require.Equal(t, "—", textOf(t, hotel, "viewer-count"), "unknown until the first count: a dash, never an error")
+	waitJS(t, hotel, "the page counts itself", `Number(document.getElementById('viewer-count').dataset.count) >= 1`)
+	waitJS(t, hotel, "the hotel's name from the search", `document.getElementById('hotel-name').textContent === 'Harbour Test Hotel'`)
+
+	// ...then rises, pushed live, as other people's sessions heartbeat.
+	for range 4 {
+		viewer(t, s, "bt-lisbon-1")
+	}
+	waitJS(t, hotel, "the count rises to the five viewers", `Number(document.getElementById('viewer-count').dataset.count) >= 5`)
+	require.Contains(t, textOf(t, hotel, "viewers"), "people are looking at this hotel")
+	require.Empty(t, evalJS[string](t, hotel, `document.querySelector('.message.error')?.textContent ?? ''`))
+	accessible(t, hotel)
+	shot(t, hotel, "hotel")
+	phone(t, hotel)
+	shot(t, hotel, "hotel-phone")
+}
+
+func TestBrowserPresenceDots(t *testing.T) {
+	ctx := browser(t)
+	s := server(t)
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1_000_000, 36)
+	alice, bob := "alice-"+suffix, "bob-"+suffix
+
+	a := tab(t, ctx, "presence-alice", false)
+	run(t, a, chromedp.Navigate(s.URL+"/demo/presence"))
+	signIn(t, a, alice)
+	run(t, a,
+		chromedp.SetValue(chromedp.ID("contact"), bob),
+		chromedp.Click(chromedp.ID("add-button")),
+	)
+	// A second contact who never signs in: grey throughout.
+	run(t, a,
+		chromedp.SetValue(chromedp.ID("contact"), "carol-"+suffix),
+		chromedp.Click(chromedp.ID("add-button")),
+	)
+	contact := fmt.Sprintf(`document.querySelector('#contacts li[data-user=%q]')`, bob)
+	waitJS(t, a, "bob is listed, grey", contact+`?.dataset.status === 'offline' && `+contact+`.querySelector('.dot').classList.contains('offline')`)
+	run(t, a, chromedp.Click(chromedp.CSS(`#contacts li[data-user="`+bob+`"] .notify`)))
+	waitJS(t, a, "the notify button says it will", contact+`.querySelector('.notify').disabled`)
+
+	// Bob signs in from another browser context: his dot turns green, and
+	// alice gets the one-time notification.
+	b := tab(t, ctx, "presence-bob", true)
+	run(t, b, chromedp.Navigate(s.URL+"/demo/presence"))
+	signIn(t, b, bob)
+	waitJS(t, a, "bob's dot turns green", contact+`?.dataset.status === 'online' && `+contact+`.querySelector('.dot').classList.contains('online')`)
+	waitJS(t, a, "alice is notified", `document.getElementById('notes').textContent.includes(`+strconv.Quote(bob+" is online now")+`)`)
+
+	// Bob picks "busy": red at alice's.
+	run(t, b, chromedp.SetValue(chromedp.ID("my-status"), "busy"))
+	run(t, b, chromedp.Evaluate[chromedp.Void](`document.getElementById('my-status').dispatchEvent(new Event('change'))`))
+	waitJS(t, a, "bob's dot turns red", contact+`?.dataset.status === 'busy' && `+contact+`.querySelector('.dot').classList.contains('busy')`)
+	accessible(t, a)
+	shot(t, a, "presence")
+	phone(t, a)
+	shot(t, a, "presence-phone")
+	desktop(t, a)
+
+	// Bob's browser closes (no logout): grey once the grace has passed.
+	closeTab(t, b)
+	waitJS(t, a, "bob's dot turns grey", contact+`?.dataset.status === 'offline' && `+contact+`.querySelector('.dot').classList.contains('offline')`)
+}
+
+func signIn(t *testing.T, page context.Context, user string) {
+	t.Helper()
+	waitJS(t, page, "the sign-in form", `!!document.getElementById('user')`)
+	run(t, page,
+		chromedp.SetValue(chromedp.ID("user"), user),
+		chromedp.Click(chromedp.ID("signin-button")),
+	)
+	waitJS(t, page, "the presence socket is live", `document.body.dataset.presence === 'open'`)
+}
+
+func TestBrowserSaleFromQueueToTicket(t *testing.T) {
+	ctx := browser(t)
+	s := server(t)
+	const event = "bt-sale"
+	createEvent(t, s, event, 4, 8)
+	// A room that admits nobody yet: capacity 0.
+	admin(t, s, http.MethodPut, "/v1/admin/waitingrooms/"+event, map[string]any{"capacity": 0, "batch": 5}, http.StatusCreated)
+
+	ops := tab(t, ctx, "ops", false)
+	run(t, ops, chromedp.Navigate(s.URL+"/demo/ops"))
+	run(t, ops,
+		chromedp.SetValue(chromedp.ID("event"), event),
+		chromedp.SetValue(chromedp.ID("apikey"), s.App.Config.Auth.APIKey),
+		chromedp.Click(chromedp.ID("watch")),
+	)
+	waitJS(t, ops, "the ops page shows the room", `document.getElementById('capacity').textContent === '0'`)
+
+	// The fan queues.
+	fan := tab(t, ctx, "sale", true)
+	run(t, fan, chromedp.Navigate(s.URL+"/demo/sale/"+event))
+	waitJS(t, fan, "the seat map is drawn", `document.getElementById('seatmap').dataset.free === '32'`)
+	run(t, fan,
+		chromedp.SetValue(chromedp.ID("fan"), "fan-one"),
+		chromedp.Click(chromedp.ID("join")),
+	)
+	waitJS(t, fan, "first in line", `document.getElementById('line').dataset.position === '1'`)
+	waitJS(t, ops, "ops sees one queued", `document.getElementById('queued').textContent === '1'`)
+
+	// The ops dial pauses the line; the fan's page says so.
+	run(t, ops, chromedp.Click(chromedp.ID("dial-pause")))
+	waitJS(t, ops, "the room is paused", `document.getElementById('room-state').dataset.paused === 'true'`)
+	waitJS(t, fan, "the fan sees the pause", `document.getElementById('line').dataset.paused === 'true' && !document.getElementById('paused').classList.contains('hidden')`)
+	accessible(t, ops)
+	shot(t, ops, "ops")
+	accessible(t, fan)
+	shot(t, fan, "sale-queue")
+	phone(t, fan)
+	shot(t, fan, "sale-phone")
+	desktop(t, fan)
+
+	// Capacity and resume: the fan is let in.
+	run(t, ops,
+		chromedp.SetValue(chromedp.ID("dial-capacity"), "5"),
+		chromedp.Click(chromedp.ID("dial-save")),
+	)
+	waitJS(t, ops, "capacity applied", `document.getElementById('capacity').textContent === '5'`)
+	run(t, ops, chromedp.Click(chromedp.ID("dial-pause")))
+	waitJS(t, fan, "admitted", `document.body.dataset.admitted === 'true'`)
+
+	// Two seats picked on the canvas, held, with a countdown.
+	for _, n := range []int{3, 4} {
+		clickSeat(t, fan, 2, n)
+	}
+	waitJS(t, fan, "two seats picked", `document.getElementById('picked').dataset.count === '2'`)
+	run(t, fan, chromedp.Click(chromedp.ID("hold")))
+	waitJS(t, fan, "the hold and its countdown", `!document.getElementById('step-hold').classList.contains('hidden') && Number(document.getElementById('countdown').dataset.seconds) > 500`)
+	require.Contains(t, textOf(t, fan, "hold-summary"), "A-2-3")
+	first := evalJS[int](t, fan, `Number(document.getElementById('countdown').dataset.seconds)`)
+	waitJS(t, fan, "the countdown runs", fmt.Sprintf(`Number(document.getElementById('countdown').dataset.seconds) < %d`, first))
+	waitJS(t, fan, "the live map shows the two seats taken", `document.getElementById('seatmap').dataset.free === '30'`)
+	shot(t, fan, "sale-hold")
+
+	// Pay on the sandbox's checkout page, come back to tickets.
+	run(t, fan, chromedp.Click(chromedp.ID("pay")))
+	waitJS(t, fan, "the checkout page", `location.pathname === '/demo/checkout' && !document.getElementById('confirm').disabled`)
+	accessible(t, fan)
+	shot(t, fan, "checkout")
+	run(t, fan, chromedp.Click(chromedp.ID("confirm")))
+	waitJS(t, fan, "two tickets with codes", `location.pathname === '/demo/sale/`+event+`' && document.querySelectorAll('#tickets li[data-window]').length === 2`)
+	window := evalJS[string](t, fan, `document.querySelector('#tickets li').dataset.window`)
+	payload := textOf(t, fan, "tickets")
+	shot(t, fan, "sale-tickets")
+	// The code changes with its 15-second window.
+	waitJS(t, fan, "the QR code rotates", fmt.Sprintf(`document.querySelector('#tickets li').dataset.window !== %q`, window))
+	require.NotEqual(t, payload, textOf(t, fan, "tickets"))
+	require.True(t, evalJS[bool](t, fan, `[...document.querySelectorAll('#tickets img')].every((i) => i.complete && i.naturalWidth > 0)`), "QR images load")
+}
+
+// clickSeat clicks seat (row, number) of the section shown, where the
+// page drew it on the canvas.
+func clickSeat(t *testing.T, page context.Context, row, number int) {
+	t.Helper()
+	xy := evalJS[[]float64](t, page, fmt.Sprintf(`(() => {
+		const c = document.getElementById('seatmap');
+		c.scrollIntoView({block: 'center'});
+		const r = c.getBoundingClientRect();
+		const cell = Number(c.dataset.cell), pad = Number(c.dataset.pad);
+		return [r.left + pad + (%d - 0.5) * cell, r.top + pad + (%d - 0.5) * cell];
+	})()`, number, row))
+	run(t, page, chromedp.MouseClickXY(xy[0], xy[1]))
+}
