@@ -1,0 +1,189 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/booking"
+	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/internal/cluster"
+	"github.com/presenced/presenced/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// call is one JSON request to a plane.
+func call(t *testing.T, method, url string, hdr map[string]string, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, map[string]any{"error": err.Error()}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out
+}
+
+// The split cluster: every plane its own process, a three-master Redis
+// Cluster, a primary and a streaming replica. Long (a minute or more on a
+// loaded 2-core machine): skipped with -short, run by scripts/test.sh.
+func TestSplitCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the split cluster starts eleven processes and two databases; run without -short")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "presenced")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/presenced/presenced").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := cluster.Up(ctx, cluster.Options{Bin: bin, Dir: filepath.Join(dir, "cluster"), Log: testenv.Logger(),
+		Env: []string{"PRESENCED_WAITINGROOM_TICK_INTERVAL=200ms", "PRESENCED_WAITINGROOM_TICK_LEASE_TTL=2s", "PRESENCED_OUTBOX_POLL_INTERVAL=50ms"}})
+	if err != nil {
+		for _, p := range cluster.Planes {
+			if b, _ := os.ReadFile(filepath.Join(dir, "cluster", p.Name+".log")); len(b) > 0 {
+				t.Logf("%s.log: %s", p.Name, lastLines(string(b), 5))
+			}
+		}
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Down()) })
+
+	secrets, err := auth.ReadDevSecrets(filepath.Join(dir, "cluster", "data"))
+	require.NoError(t, err)
+	admin := map[string]string{auth.APIKeyHeader: secrets.APIKey}
+	user := func(name string) map[string]string {
+		tok, err := auth.SignDev(secrets.JWTSecret, name, time.Hour, nil, "", "")
+		require.NoError(t, err)
+		return map[string]string{"Authorization": "Bearer " + tok}
+	}
+	admitted := func(event, name string) string {
+		var pass string
+		testenv.Eventually(t, 30*time.Second, func() bool {
+			code, out := call(t, "POST", c.URL("admit")+"/v1/waitingroom/"+event+"/join", user(name), "")
+			if code == 200 && out["state"] == "admitted" {
+				pass, _ = out["pass"].(string)
+				return true
+			}
+			return false
+		}, "%s admitted on the admit plane by a worker", name)
+		return pass
+	}
+	newEvent := func(id string, capacity, batch int) []string {
+		code, out := call(t, "POST", c.URL("booking")+"/v1/admin/events", admin,
+			`{"id":"`+id+`","currency":"EUR","startsAt":"2031-01-01T20:00:00Z","sections":[{"id":"A","rows":2,"seatsPerRow":5,"basePrice":5000}]}`)
+		require.Equal(t, 201, code, out)
+		code, out = call(t, "PUT", c.URL("admit")+"/v1/admin/waitingrooms/"+id, admin, fmt.Sprintf(`{"capacity":%d,"batch":%d}`, capacity, batch))
+		require.Equal(t, 201, code, out)
+		var seats []string
+		testenv.Eventually(t, 30*time.Second, func() bool {
+			code, out := call(t, "GET", c.URL("browse")+"/v1/events/"+id+"/seats", nil, "")
+			if code != 200 {
+				return false
+			}
+			list, _ := out["seats"].([]any)
+			seats = seats[:0]
+			for _, s := range list {
+				seats = append(seats, fmt.Sprint(int64(s.(map[string]any)["id"].(float64))))
+			}
+			return len(seats) == 10
+		}, "the new event's seat map on the browse plane (from the replica)")
+		return seats
+	}
+	seatStatus := func(event string, i int) string {
+		code, out := call(t, "GET", c.URL("browse")+"/v1/events/"+event+"/seats", nil, "")
+		if code != 200 {
+			return fmt.Sprint(code)
+		}
+		return out["seats"].([]any)[i].(map[string]any)["status"].(string)
+	}
+
+	t.Run("sale across planes", func(t *testing.T) {
+		event := fmt.Sprintf("split-%d", time.Now().UnixNano())
+		seats := newEvent(event, 5, 5)
+		pass := admitted(event, "buyer")
+		hdr := user("buyer")
+		hdr[booking.HeaderAdmissionPass] = pass
+		hdr[booking.HeaderIdempotencyKey] = "k1"
+		code, out := call(t, "POST", c.URL("booking")+"/v1/events/"+event+"/holds", hdr, `{"seats":[`+seats[0]+`,`+seats[1]+`]}`)
+		require.Equal(t, 201, code, out)
+		rival := user("rival")
+		rival[booking.HeaderAdmissionPass] = admitted(event, "rival")
+		rival[booking.HeaderIdempotencyKey] = "k2"
+		code, out = call(t, "POST", c.URL("booking")+"/v1/events/"+event+"/holds", rival, `{"seats":[`+seats[1]+`]}`)
+		require.Equal(t, 409, code, out)
+		testenv.Eventually(t, 30*time.Second, func() bool {
+			return seatStatus(event, 0) == "HELD" && seatStatus(event, 1) == "HELD"
+		}, "the browse plane shows the hold: relayed by a worker, read from the replica")
+	})
+
+	t.Run("booking plane stopped: browsing and the line go on", func(t *testing.T) {
+		event := fmt.Sprintf("nobooking-%d", time.Now().UnixNano())
+		newEvent(event, 5, 5)
+		require.NoError(t, c.Stop("booking"))
+		code, _ := call(t, "GET", c.URL("browse")+"/v1/events/"+event+"/seats", nil, "")
+		require.Equal(t, 200, code, "browse")
+		admitted(event, "fan-while-booking-down")
+		code, out := call(t, "GET", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, "")
+		require.Equal(t, 200, code, out)
+		require.NoError(t, c.Start(ctx, "booking"))
+	})
+
+	t.Run("worker killed mid-tick: the other worker admits, nobody twice", func(t *testing.T) {
+		event := fmt.Sprintf("workerkill-%d", time.Now().UnixNano())
+		newEvent(event, 6, 1)
+		// Joins queue up; one admission per tick.
+		for i := 0; i < 10; i++ {
+			code, out := call(t, "POST", c.URL("admit")+"/v1/waitingroom/"+event+"/join", user(fmt.Sprintf("fan-%d", i)), "")
+			require.Equal(t, 200, code, out)
+		}
+		stats := func() map[string]any {
+			code, out := call(t, "GET", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, "")
+			require.Equal(t, 200, code, out)
+			return out["stats"].(map[string]any)
+		}
+		testenv.Eventually(t, 30*time.Second, func() bool { return stats()["active"].(float64) >= 2 }, "admissions under way")
+		require.NoError(t, c.Kill("worker"))
+		testenv.Eventually(t, 60*time.Second, func() bool { return stats()["active"].(float64) == 6 }, "worker-2 takes the tick lease and fills checkout")
+		// Stays at capacity: nobody admitted twice, nobody beyond it.
+		admittedUsers := 0
+		for i := 0; i < 10; i++ {
+			code, out := call(t, "GET", c.URL("admit")+"/v1/waitingroom/"+event+"/status", user(fmt.Sprintf("fan-%d", i)), "")
+			require.Equal(t, 200, code, out)
+			if out["state"] == "admitted" {
+				admittedUsers++
+			}
+		}
+		require.Equal(t, 6, admittedUsers)
+		st := stats()
+		require.Equal(t, 6.0, st["active"], "active leases")
+		require.Equal(t, 4.0, st["queued"], "still in line")
+		require.NoError(t, c.Start(ctx, "worker"))
+	})
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
