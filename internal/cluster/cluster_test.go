@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/cluster"
 	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/presence"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -145,6 +147,127 @@ func TestSplitCluster(t *testing.T) {
 		code, out := call(t, "GET", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, "")
 		require.Equal(t, 200, code, out)
 		require.NoError(t, c.Start(ctx, "booking"))
+	})
+
+	t.Run("presence across gateways; a gateway SIGKILLed", func(t *testing.T) {
+		dial := func(plane, name string) *websocket.Conn {
+			hdr := http.Header{}
+			hdr.Set("Authorization", user(name)["Authorization"])
+			conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(c.URL(plane), "http")+"/v1/presence/ws", hdr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = conn.Close() })
+			return conn
+		}
+		// statusOf reads frames until one carries who's status, or the
+		// deadline passes.
+		statusOf := func(conn *websocket.Conn, who string, want string, within time.Duration) bool {
+			deadline := time.Now().Add(within)
+			for time.Now().Before(deadline) {
+				_ = conn.SetReadDeadline(deadline)
+				var f struct {
+					Event   string
+					Payload presence.UpdatedPayload
+				}
+				if err := conn.ReadJSON(&f); err != nil {
+					return false
+				}
+				for _, u := range f.Payload.Users {
+					if u.User == who && u.Status == want {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		alice := dial("presence-2", "alice")
+		// The snapshot after the upgrade means alice's session is registered.
+		_ = alice.SetReadDeadline(time.Now().Add(30 * time.Second))
+		var snapshot map[string]any
+		require.NoError(t, alice.ReadJSON(&snapshot))
+		require.Equal(t, "presence:updated", snapshot["event"], snapshot)
+		bob := dial("presence", "bob")
+		require.NoError(t, bob.WriteJSON(map[string]any{"v": 1, "event": "subscriptions:set", "payload": map[string]any{"users": []string{"alice"}}, "id": "s1"}))
+		require.True(t, statusOf(bob, "alice", "online", 30*time.Second), "bob on gateway presence sees alice on gateway presence-2 online")
+
+		// alice's gateway dies without closing anything: her session ends
+		// when a worker finds the gateway's liveness lease lapsed
+		// (presence.gateway_lease 5 s + scheduler_interval 1 s), well
+		// before the session TTL (3 min) would.
+		killed := time.Now()
+		require.NoError(t, c.Kill("presence-2"))
+		require.True(t, statusOf(bob, "alice", "offline", 60*time.Second), "alice offline on bob's gateway after hers died")
+		t.Logf("alice offline on the other gateway %v after SIGKILL (gateway_lease 5s + scheduler_interval 1s)", time.Since(killed).Round(100*time.Millisecond))
+		require.NoError(t, c.Start(ctx, "presence-2"))
+	})
+
+	t.Run("relay stopped: the outbox alert fires on scraped series", func(t *testing.T) {
+		event := fmt.Sprintf("norelay-%d", time.Now().UnixNano())
+		seats := newEvent(event, 5, 5)
+		hdr := user("late-buyer")
+		hdr[booking.HeaderAdmissionPass] = admitted(event, "late-buyer")
+		hdr[booking.HeaderIdempotencyKey] = "k1"
+		require.NoError(t, c.Stop("worker"))
+		require.NoError(t, c.Stop("worker-2"))
+		code, out := call(t, "POST", c.URL("booking")+"/v1/events/"+event+"/holds", hdr, `{"seats":[`+seats[3]+`]}`)
+		require.Equal(t, 201, code, out)
+
+		// What Prometheus would scrape now from every running plane, held
+		// for ten minutes, evaluated by promtool against rules.yml.
+		var series []string
+		for _, p := range cluster.Planes {
+			if c.URL(p.Name) == "" {
+				continue
+			}
+			resp, err := http.Get(c.URL(p.Name) + "/metrics")
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, line := range strings.Split(string(body), "\n") {
+				if !strings.HasPrefix(line, "presenced_outbox_") && !strings.HasPrefix(line, "presenced_payments_monitor_violations") {
+					continue
+				}
+				name, value, ok := strings.Cut(line, " ")
+				require.True(t, ok, line)
+				labels := `instance="` + p.Name + `"`
+				if i := strings.IndexByte(name, '{'); i >= 0 {
+					labels = name[i+1:len(name)-1] + "," + labels
+					name = name[:i]
+				}
+				series = append(series, fmt.Sprintf("      - series: '%s{%s}'\n        values: '%sx10'", name, labels, value))
+			}
+		}
+		rules, err := filepath.Abs("../../deploy/prometheus/rules.yml")
+		require.NoError(t, err)
+		file := filepath.Join(t.TempDir(), "drill_test.yml")
+		require.NoError(t, os.WriteFile(file, []byte(`rule_files: ['`+rules+`']
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+`+strings.Join(series, "\n")+`
+    alert_rule_test:
+      - eval_time: 5m
+        alertname: PresencedOutboxNoRelay
+        exp_alerts:
+          - exp_labels: {severity: page, tier: t1}
+            exp_annotations: {summary: No process leads the outbox relay, runbook: docs/operations.md#drills}
+      - eval_time: 6m
+        alertname: PresencedCorrectnessMonitorsSilent
+        exp_alerts:
+          - exp_labels: {severity: page, tier: t0-money, check: double_owned_seats}
+            exp_annotations: {summary: No worker reports the correctness monitors (worker plane down?)}
+`), 0o644))
+		promtool := os.Getenv("PRESENCED_TEST_PROMTOOL")
+		if promtool == "" {
+			promtool = testenv.Tool(t, "promtool", "bash scripts/test.sh installs it")
+		}
+		pout, err := exec.Command(promtool, "test", "rules", file).CombinedOutput()
+		require.NoError(t, err, "promtool on the scraped series:\n%s\n%s", pout, strings.Join(series, "\n"))
+
+		require.NoError(t, c.Start(ctx, "worker"))
+		require.NoError(t, c.Start(ctx, "worker-2"))
+		testenv.Eventually(t, 30*time.Second, func() bool { return seatStatus(event, 3) == "HELD" },
+			"the relay, back, publishes the hold made while it was down")
 	})
 
 	t.Run("worker killed mid-tick: the other worker admits, nobody twice", func(t *testing.T) {
