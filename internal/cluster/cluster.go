@@ -376,3 +376,47 @@ func (c *Cluster) Down() error {
 	}
 	return errors.Join(errs...)
 }
+
+// KillRedis stops Redis Cluster master i (0-2): its slots go down, and
+// after cluster-node-timeout the cluster refuses every command.
+func (c *Cluster) KillRedis(i int) error {
+	return c.redis[i].Stop()
+}
+
+// RestartRedis starts master i again on its port and folder: it rejoins
+// with the same identity and slots (from nodes.conf), its data gone (the
+// nodes keep nothing on disk).
+func (c *Cluster) RestartRedis(ctx context.Context, i int) error {
+	_, p, err := net.SplitHostPort(c.RedisAddrs[i])
+	if err != nil {
+		return err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return err
+	}
+	srv, err := store.StartRedisServer(ctx, store.RedisServerOptions{Port: port, Dir: filepath.Join(c.opt.Dir, "redis-"+strconv.Itoa(i)), Args: []string{
+		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000",
+	}})
+	if err != nil {
+		return fmt.Errorf("restart redis node %d: %w", i, err)
+	}
+	c.redis[i] = srv
+	return nil
+}
+
+// RedisHealthy is nil when every node reports the cluster whole.
+func (c *Cluster) RedisHealthy(ctx context.Context) error {
+	for _, a := range c.RedisAddrs {
+		n := redis.NewClient(&redis.Options{Addr: a})
+		info, err := n.ClusterInfo(ctx).Result()
+		n.Close()
+		if err != nil {
+			return fmt.Errorf("redis %s: %w", a, err)
+		}
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:3") {
+			return fmt.Errorf("redis %s: cluster not ok", a)
+		}
+	}
+	return nil
+}
