@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"path/filepath"
 	"slices"
@@ -61,6 +62,7 @@ type App struct {
 	loopCtx   context.Context
 	stopLoops context.CancelFunc
 	loopWG    sync.WaitGroup
+	running   map[string]int // loops not yet returned, by name: what a slow shutdown names
 	loopErr   chan error
 	devMode   []string
 	// devTokens: the JWT secret is one generated for development, so the
@@ -209,8 +211,10 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	a.ran.Store(true)
 	for _, l := range a.loops {
 		a.loopWG.Add(1)
+		a.noteLoop(l.name, 1)
 		go func(l loop) {
 			defer a.loopWG.Done()
+			defer a.noteLoop(l.name, -1)
 			if err := l.run(a.loopCtx); err != nil && a.loopCtx.Err() == nil {
 				select {
 				case a.loopErr <- fmt.Errorf("%s: %w", l.name, err):
@@ -251,7 +255,7 @@ func (a *App) Shutdown() error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		errs = append(errs, errors.New("background loops did not stop in time"))
+		errs = append(errs, fmt.Errorf("background loops did not stop in time: %s", strings.Join(a.runningLoops(), ", ")))
 	}
 	a.mu.Lock()
 	closers := a.closers
@@ -270,6 +274,25 @@ func (a *App) Shutdown() error {
 		a.Log.Info("stopped")
 	}
 	return err
+}
+
+func (a *App) noteLoop(name string, delta int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.running == nil {
+		a.running = map[string]int{}
+	}
+	if a.running[name] += delta; a.running[name] == 0 {
+		delete(a.running, name)
+	}
+}
+
+// runningLoops names the loops that have not returned yet, sorted.
+func (a *App) runningLoops() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	names := slices.Sorted(maps.Keys(a.running))
+	return names
 }
 
 // Go registers a background loop, started by Run and stopped by cancelling

@@ -469,3 +469,27 @@ func TestReadyzFailsWhenAStoreIsDown(t *testing.T) {
 	require.Contains(t, body, `"redis":"unavailable"`)
 	require.NotContains(t, body, "127.0.0.1", "no addresses leak")
 }
+
+// A loop that ignores its context is named when shutdown gives up on it,
+// so an operator (or a failing test) knows which one to look at.
+func TestShutdownNamesTheLoopsThatDidNotStop(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Roles = []string{"admit"}
+	cfg.HTTP.ShutdownTimeout = 200 * time.Millisecond
+	a, err := New(cfg, testenv.Logger())
+	require.NoError(t, err)
+	release := make(chan struct{})
+	defer close(release)
+	a.Go("polite", func(ctx context.Context) error { <-ctx.Done(); return nil })
+	a.Go("stubborn", func(context.Context) error { <-release; return nil })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, ln) }()
+	cancel()
+	err = <-done
+	require.ErrorContains(t, err, "background loops did not stop in time: ")
+	require.Contains(t, err.Error(), "stubborn")
+}
