@@ -337,6 +337,12 @@ tests:
 		require.Equal(t, 200, code, "browsing goes on (from the database when the snapshot cache is gone)")
 
 		require.NoError(t, c.RestartRedis(ctx, 0))
+		testenv.Eventually(t, 60*time.Second, func() bool { return c.RedisHealthy(ctx) == nil }, "every Redis node sees the cluster whole again")
+		// The restarted master kept nothing (no persistence, no replica):
+		// if the event's slot was on it, its room and line are gone, and
+		// the operator applies the room's settings again (idempotent).
+		code, out = call(t, "PUT", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, `{"capacity":5,"batch":5}`)
+		require.Contains(t, []int{200, 201}, code, out)
 		b := user("fan-b")
 		b[booking.HeaderAdmissionPass] = admitted(t, event, "fan-b")
 		b[booking.HeaderIdempotencyKey] = "b1"
@@ -354,7 +360,6 @@ tests:
 		require.Equal(t, 2, taken, "fan-a's seat 0 and fan-b's seat 2, nothing granted during the outage")
 		require.NoError(t, db.QueryRow(ctx, `SELECT count(DISTINCT reservation_id) FROM seats WHERE event_id = $1 AND reservation_id IS NOT NULL`, event).Scan(&owners))
 		require.Equal(t, 2, owners)
-		testenv.Eventually(t, 60*time.Second, func() bool { return c.RedisHealthy(ctx) == nil }, "every Redis node sees the cluster whole again")
 	})
 
 	t.Run("worker killed mid-tick: the other worker admits, nobody twice", func(t *testing.T) {
