@@ -174,9 +174,21 @@ func (s *sale) hold(n int) (buyer, string) {
 	s.mu.Unlock()
 	require.LessOrEqual(s.t, first+n, len(s.seats), "the test event has too few seats")
 	b := s.admit(fmt.Sprintf("%s-u%d", s.event, first))
-	status, body := s.do(http.MethodPost, "/v1/events/"+s.event+"/holds", map[string]string{
-		"Authorization": "Bearer " + b.token, booking.HeaderAdmissionPass: b.pass, booking.HeaderIdempotencyKey: "h" + fmt.Sprint(first),
-	}, map[string]any{"seats": s.seats[first : first+n]})
+	// A 503 (the database busy on a loaded machine) is retried with the
+	// same Idempotency-Key, as a client would: these tests are about what
+	// follows the hold.
+	var status int
+	var body string
+	testenv.Eventually(s.t, 30*time.Second, func() bool {
+		status, body = s.do(http.MethodPost, "/v1/events/"+s.event+"/holds", map[string]string{
+			"Authorization": "Bearer " + b.token, booking.HeaderAdmissionPass: b.pass, booking.HeaderIdempotencyKey: "h" + fmt.Sprint(first),
+		}, map[string]any{"seats": s.seats[first : first+n]})
+		if status == http.StatusServiceUnavailable {
+			time.Sleep(100 * time.Millisecond)
+			return false
+		}
+		return true
+	}, "the hold kept answering 503")
 	require.Equal(s.t, 201, status, body)
 	var r booking.Reservation
 	require.NoError(s.t, json.Unmarshal([]byte(body), &r))
