@@ -28,6 +28,7 @@ func main() {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		cli.Serve(),
+		cli.DrainCmd(),
 		cli.Migrate(),
 		cli.Token(),
 		cli.ConfigCmd(),

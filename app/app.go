@@ -436,6 +436,7 @@ func (a *App) pool(ctx context.Context, purpose string) (*pgxpool.Pool, error) {
 	dsn, size := a.dsnFor(purpose)
 	pool, err := store.OpenPostgres(ctx, store.PostgresOptions{
 		DSN: dsn, Purpose: purpose, MaxConns: size, Wait: cfg.ConnectWait, Log: a.Log,
+		QueryExecMode: cfg.QueryExecMode,
 	})
 	if err != nil {
 		return nil, err
@@ -443,6 +444,12 @@ func (a *App) pool(ctx context.Context, purpose string) (*pgxpool.Pool, error) {
 	a.closers = append(a.closers, func() error { pool.Close(); return nil })
 	if err := store.RegisterPoolMetrics(a.Metrics, purpose, pool); err != nil {
 		return nil, err
+	}
+	if purpose == store.PoolReadOnly {
+		// The read-only login may be served by a streaming replica.
+		if err := store.RegisterReplicaMetrics(a.Metrics, purpose, pool); err != nil {
+			return nil, err
+		}
 	}
 	if purpose == store.PoolMain {
 		if err := a.ensureSchema(ctx, pool); err != nil {

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -53,7 +55,34 @@ secrets, all roles in one process, on 127.0.0.1:8080.`,
 			_ = a.Shutdown()
 			return err
 		}
+		drainOnSignal(ctx, a)
 		return a.Run(ctx, ln)
 	}
 	return cmd
+}
+
+// drainSignal starts a drain (see `presenced drain`): only a process of the
+// same user on the same machine or container can send it, so the drain
+// needs no endpoint a client could reach.
+const drainSignal = syscall.SIGUSR1
+
+// drainOnSignal drains the server's sockets on drainSignal, within
+// http.shutdown_timeout; SIGTERM still stops the process as before.
+func drainOnSignal(ctx context.Context, a *app.App) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, drainSignal)
+	go func() {
+		defer signal.Stop(sig)
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+		}
+		a.Log.Info("draining: sockets told to reconnect elsewhere (1012), /readyz answers draining")
+		dctx, cancel := context.WithTimeout(ctx, a.Config.HTTP.ShutdownTimeout)
+		defer cancel()
+		if err := a.Server.Drain(dctx); err != nil {
+			a.Log.Warn("drain", "err", err)
+		}
+	}()
 }

@@ -9,6 +9,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -122,6 +123,18 @@ type Postgres struct {
 	ReadOnlyMaxConns int32  `yaml:"readonly_max_conns"`
 	WebhookMaxConns  int32  `yaml:"webhook_max_conns"`
 	MigrateOnStart   bool   `yaml:"migrate_on_start"`
+	// QueryExecMode is pgx's statement mode for every pool. Empty keeps
+	// the DSN's default_query_exec_mode, or pgx's cache_statement: named
+	// prepared statements, which need the same server session for the
+	// connection's life (PostgreSQL directly, or a session-mode pooler).
+	// Behind a transaction-mode pooler (PgBouncer pool_mode=transaction)
+	// set cache_describe: the pooler hands a server session to other
+	// clients between transactions, and a statement prepared on one session
+	// does not exist on the next. cache_describe keeps only the parameter
+	// and result types, on the client, and parses unnamed each time. exec
+	// and simple_protocol also avoid named statements but send []byte
+	// arguments as bytea, which the JSON columns refuse.
+	QueryExecMode string `yaml:"query_exec_mode"`
 	// ConnectWait is how long a starting process waits for PostgreSQL to
 	// answer, so processes started together with their database come up.
 	ConnectWait time.Duration `yaml:"connect_wait"`
@@ -129,6 +142,9 @@ type Postgres struct {
 	// PATH and the usual Debian and Homebrew locations.
 	BinDir string `yaml:"bin_dir"`
 }
+
+// QueryExecModes are the values of postgres.query_exec_mode, "" first.
+var QueryExecModes = []string{"", "cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"}
 
 // Auth configures user and server-to-server authentication.
 type Auth struct {
@@ -289,6 +305,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Postgres.ConnectWait < 0 {
 		bad("postgres.connect_wait", "must not be negative (0: one attempt)")
+	}
+	if !slices.Contains(QueryExecModes, c.Postgres.QueryExecMode) {
+		bad("postgres.query_exec_mode", "must be one of %s (or empty)", strings.Join(QueryExecModes[1:], ", "))
 	}
 	if c.Postgres.MaxConns <= 0 || c.Postgres.ReadOnlyMaxConns <= 0 || c.Postgres.WebhookMaxConns <= 0 {
 		bad("postgres.max_conns", "pool sizes must be positive")

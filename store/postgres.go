@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -32,6 +33,19 @@ type PostgresOptions struct {
 	Wait time.Duration
 	// Log gets a progress line every waitProgressEvery while waiting.
 	Log *slog.Logger
+	// QueryExecMode (postgres.query_exec_mode) overrides the DSN's
+	// statement mode when set: cache_describe behind a transaction-mode
+	// pooler.
+	QueryExecMode string
+}
+
+// queryExecModes maps postgres.query_exec_mode to pgx's modes.
+var queryExecModes = map[string]pgx.QueryExecMode{
+	"cache_statement": pgx.QueryExecModeCacheStatement,
+	"cache_describe":  pgx.QueryExecModeCacheDescribe,
+	"describe_exec":   pgx.QueryExecModeDescribeExec,
+	"exec":            pgx.QueryExecModeExec,
+	"simple_protocol": pgx.QueryExecModeSimpleProtocol,
 }
 
 // waitProgressEvery spaces the "still waiting" lines.
@@ -45,6 +59,13 @@ func OpenPostgres(ctx context.Context, opt PostgresOptions) (*pgxpool.Pool, erro
 		return nil, fmt.Errorf("postgres %s pool: parse dsn: %w", opt.Purpose, redactErr(err, opt.DSN))
 	}
 	cfg.MaxConns = opt.MaxConns
+	if opt.QueryExecMode != "" {
+		mode, ok := queryExecModes[opt.QueryExecMode]
+		if !ok {
+			return nil, fmt.Errorf("postgres %s pool: unknown query exec mode %q", opt.Purpose, opt.QueryExecMode)
+		}
+		cfg.ConnConfig.DefaultQueryExecMode = mode
+	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "presenced-" + opt.Purpose
 	addr := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -114,7 +114,9 @@ func (r *readiness) run() readyReport {
 
 func (s *Server) readyz(c echo.Context) error {
 	if s.draining.Load() {
-		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "draining"})
+		// sockets: the WebSocket and SSE connections still open, so
+		// `presenced drain` knows when they have all moved away.
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "draining", "sockets": s.Sockets.Live()})
 	}
 	rep := s.ready.report()
 	if !rep.ready {

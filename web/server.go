@@ -158,7 +158,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(httpErr, sockErr, adminErr)
 }
 
-// Draining tells whether shutdown has begun.
+// Drain is the first half of a shutdown, run before the process is told to
+// stop (Kubernetes' preStop, through `presenced drain`): /readyz answers 503
+// draining so the load balancer stops sending new clients, new sockets are
+// refused, and every WebSocket and SSE client is told to reconnect after its
+// own jittered delay (1012), to another replica. Plain requests are still
+// served until Shutdown. It returns when the sockets are closed or ctx ends.
+func (s *Server) Drain(ctx context.Context) error {
+	s.draining.Store(true)
+	return s.Sockets.CloseAll(ctx)
+}
+
+// Draining tells whether a drain or shutdown has begun.
 func (s *Server) Draining() bool { return s.draining.Load() }
 
 func ipExtractor(trusted []string) echo.IPExtractor {

@@ -18,6 +18,11 @@ var (
 	pgOnce     sync.Once
 	pgAdminURL string
 	pgErr      error
+	pgServer   *store.EmbeddedPostgres
+
+	replicaOnce sync.Once
+	replica     *store.EmbeddedPostgres
+	replicaErr  error
 
 	pkgDBOnce sync.Once
 	pkgDBURL  string
@@ -57,6 +62,7 @@ func adminURL(t testing.TB) string {
 			_ = os.RemoveAll(dir)
 		})
 		pgAdminURL = ep.AdminURL()
+		pgServer = ep
 	})
 	if pgErr != nil {
 		t.Fatalf("postgres: %v", pgErr)
@@ -182,4 +188,49 @@ func ReadOnlyURL(t testing.TB) string {
 // PostgresAdminURL is the admin DSN of the test server.
 func PostgresAdminURL(t testing.TB) string {
 	return adminURL(t)
+}
+
+// Replica is a streaming replica of this binary's test server, made with
+// pg_basebackup from the local binaries on first use and stopped when the
+// binary exits. It serves every test database, this package's included.
+func Replica(t testing.TB) *store.EmbeddedPostgres {
+	t.Helper()
+	adminURL(t)
+	if pgServer == nil {
+		t.Fatalf("this test starts a replica of the test server and cannot use PRESENCED_TEST_POSTGRES_URL")
+	}
+	replicaOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "presenced-pg-replica-")
+		if err != nil {
+			replicaErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		replica, replicaErr = pgServer.StartReplica(ctx, dir)
+		if replicaErr != nil {
+			_ = os.RemoveAll(dir)
+			return
+		}
+		atExit(func() {
+			_ = replica.Stop()
+			_ = os.RemoveAll(dir)
+		})
+	})
+	if replicaErr != nil {
+		t.Fatalf("postgres replica: %v", replicaErr)
+	}
+	return replica
+}
+
+// ReplicaURL is the DSN of this package's database on the replica for
+// login (store.DevOwner or store.DevReadOnlyLogin).
+func ReplicaURL(t testing.TB, login string) string {
+	t.Helper()
+	rep := Replica(t)
+	cfg, err := pgxpool.ParseConfig(PostgresURL(t))
+	if err != nil {
+		t.Fatalf("postgres url: %v", err)
+	}
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", login, rep.Port, cfg.ConnConfig.Database)
 }

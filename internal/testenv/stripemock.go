@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -44,25 +43,11 @@ func StripeMockURL(t testing.TB) string {
 
 // stripeMockBinary finds stripe-mock on PATH or where go install puts it.
 func stripeMockBinary() (string, error) {
-	if p, err := exec.LookPath("stripe-mock"); err == nil {
-		return p, nil
+	p, err := findTool("stripe-mock")
+	if err != nil {
+		return "", fmt.Errorf("tests need stripe-mock: %s", installStripeMock)
 	}
-	var dirs []string
-	if gobin := os.Getenv("GOBIN"); gobin != "" {
-		dirs = append(dirs, gobin)
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		for _, p := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			dirs = append(dirs, filepath.Join(p, "bin"))
-		}
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, "stripe-mock")
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("tests need stripe-mock: %s", installStripeMock)
+	return p, nil
 }
 
 func startStripeMock() (string, error) {

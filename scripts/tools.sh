@@ -1,0 +1,16 @@
+# Sourced by scripts/helm-check and scripts/test.sh: Go-built tools at
+# pinned versions, built once from the Go module proxy into a cache folder
+# (a second run compiles nothing).
+HELM_VERSION=v3.22.0
+KUBECONFORM_VERSION=v0.8.0
+PROMETHEUS_VERSION=v0.316.0
+
+# presenced_tool NAME PACKAGE VERSION prints the binary's path.
+presenced_tool() {
+  local dir="${XDG_CACHE_HOME:-$HOME/.cache}/presenced-tools/$1-$3"
+  if [ ! -x "$dir/$1" ]; then
+    echo "building $1 $3 (once)" >&2
+    GOBIN="$dir" nice -n 15 go install "$2@$3" >&2
+  fi
+  echo "$dir/$1"
+}
