@@ -97,6 +97,5 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	promlabels.Init(counters(m.fraud), []string{string(VerdictAccept), string(VerdictReview), string(VerdictBlock), string(verdictUnchecked)})
 	promlabels.Init(counters(m.notifications), []string{"sent", "retry", "dead"})
 	promlabels.Init(counters(m.refunds), []string{"refunded", "failed", "manual"})
-	promlabels.Init(func(lv ...string) { m.monitor.WithLabelValues(lv...) }, monitorChecks())
 	return m, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/module"
+	"github.com/presenced/presenced/internal/promlabels"
 	"github.com/presenced/presenced/payments/ticketcode"
 	"github.com/presenced/presenced/store"
 )
@@ -143,6 +144,10 @@ func (m *Module) StartFulfillment(ctx context.Context, h module.Host) error {
 		Config: m.cfg, Metrics: m.m, Log: m.log})
 	n := &notifier{db: db, rdb: rdb, sender: sender, deadStream: m.notifyDeadStream(), cfg: m.cfg, m: m.m, log: m.log}
 	mon := &monitor{db: db, rdb: rdb, booking: m.booking, stream: f.stream, cfg: m.cfg, m: m.m, log: m.log}
+	// Only a process that runs the monitors reports them, at zero until the
+	// first pass: a 0 from a process that never checks would read as "all
+	// well" and hide a worker plane that is down (the monitors-silent alert).
+	promlabels.Init(func(lv ...string) { m.m.monitor.WithLabelValues(lv...) }, monitorChecks())
 	h.Go("payments.fulfillment", f.Run)
 	h.Go("payments.notifications", n.Run)
 	h.Go("payments.monitors", mon.Run)
