@@ -17,13 +17,6 @@ import (
 // loop asks only for hotels registered since its last look, so a new hotel
 // is known within hotel_refresh. Hotels are never deleted, so the set only
 // grows.
-//
-// Registration numbers come from a sequence, and transactions commit out
-// of order: hotel 5 may become visible after hotel 6 has been read. So the
-// cursor a refresh starts from is the one reached registrySettle ago, and
-// the hotels of the last registrySettle are read again each time (few: a
-// hotel is registered rarely); one that committed late is learned then,
-// instead of never.
 type registry struct {
 	src   Hotels
 	every time.Duration
@@ -32,24 +25,11 @@ type registry struct {
 
 	known  atomic.Pointer[map[string]struct{}]
 	loaded atomic.Bool
-	// Owned by the refresh loop: the settled cursor, and the cursors
-	// reached by recent refreshes, oldest first.
-	cursor int64
-	recent []cursorMark
-}
-
-type cursorMark struct {
-	at     time.Time
-	cursor int64
+	cursor int64 // owned by the refresh loop
 }
 
 // registryPage is how many hotels one refresh asks for at a time.
 const registryPage = 5000
-
-// registrySettle bounds how long a hotel's registering transaction can
-// stay uncommitted after taking its number: far above booking's
-// statement timeout.
-const registrySettle = 30 * time.Second
 
 func newRegistry(src Hotels, every time.Duration, m *metrics, log *slog.Logger) *registry {
 	r := &registry{src: src, every: every, m: m, log: log}
@@ -71,10 +51,8 @@ func (r *registry) check(hotel string) error {
 	return web.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
 }
 
-// refresh adds the hotels registered since the settled cursor.
+// refresh adds the hotels registered since the last refresh.
 func (r *registry) refresh(ctx context.Context) error {
-	now := time.Now()
-	known := *r.known.Load()
 	var added []string
 	cursor := r.cursor
 	for {
@@ -82,11 +60,7 @@ func (r *registry) refresh(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for _, id := range ids {
-			if _, ok := known[id]; !ok {
-				added = append(added, id)
-			}
-		}
+		added = append(added, ids...)
 		cursor = next
 		if len(ids) < registryPage {
 			break
@@ -94,18 +68,14 @@ func (r *registry) refresh(ctx context.Context) error {
 	}
 	if len(added) > 0 {
 		// Copy on write: readers keep the map they loaded.
-		next := maps.Clone(known)
+		next := maps.Clone(*r.known.Load())
 		for _, id := range added {
 			next[id] = struct{}{}
 		}
 		r.known.Store(&next)
 		r.m.knownHotels.Set(float64(len(next)))
 	}
-	r.recent = append(r.recent, cursorMark{at: now, cursor: cursor})
-	for len(r.recent) > 0 && now.Sub(r.recent[0].at) >= registrySettle {
-		r.cursor = r.recent[0].cursor
-		r.recent = r.recent[1:]
-	}
+	r.cursor = cursor
 	r.loaded.Store(true)
 	return nil
 }
