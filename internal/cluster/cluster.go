@@ -65,7 +65,7 @@ type Options struct {
 type Cluster struct {
 	opt        Options
 	RedisAddrs []string
-	redis      []*store.EmbeddedRedis
+	redis      *store.RedisCluster
 	Primary    *store.EmbeddedPostgres
 	Replica    *store.EmbeddedPostgres
 
@@ -130,68 +130,18 @@ func Up(ctx context.Context, opt Options) (c *Cluster, err error) {
 	return c, nil
 }
 
-// startRedis starts three masters and joins them into one cluster.
+// startRedis starts three masters joined into one cluster.
 func (c *Cluster) startRedis(ctx context.Context) error {
-	for i := 0; i < 3; i++ {
-		d := filepath.Join(c.opt.Dir, "redis-"+strconv.Itoa(i))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-		srv, err := store.StartRedisServer(ctx, store.RedisServerOptions{Dir: d, Args: []string{
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000",
-		}})
-		if err != nil {
-			return fmt.Errorf("redis node %d: %w", i, err)
-		}
-		c.redis = append(c.redis, srv)
-		c.RedisAddrs = append(c.RedisAddrs, strings.TrimPrefix(srv.URL, "redis://"))
+	rc, err := store.StartRedisCluster(ctx, filepath.Join(c.opt.Dir, "redis"), 3, 60*time.Second)
+	if err != nil {
+		return err
 	}
-	nodes := make([]*redis.Client, len(c.RedisAddrs))
-	for i, a := range c.RedisAddrs {
-		nodes[i] = redis.NewClient(&redis.Options{Addr: a})
-		defer nodes[i].Close()
-	}
-	const slots = 16384
-	for i, n := range nodes {
-		lo, hi := i*slots/3, (i+1)*slots/3-1
-		if err := n.ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
-			return fmt.Errorf("assign slots %d-%d: %w", lo, hi, err)
-		}
-	}
-	for _, a := range c.RedisAddrs[1:] {
-		host, port, _ := strings.Cut(a, ":")
-		if err := nodes[0].ClusterMeet(ctx, host, port).Err(); err != nil {
-			return fmt.Errorf("cluster meet %s: %w", a, err)
-		}
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, n := range nodes {
-		for {
-			info, err := n.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("redis cluster did not converge: %v %s", err, info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	c.redis, c.RedisAddrs = rc, rc.Addrs
 	return nil
 }
 
 // RedisURL is the cluster's seed URL (redis://a?addr=b&addr=c).
-func (c *Cluster) RedisURL() string {
-	u := "redis://" + c.RedisAddrs[0]
-	for i, a := range c.RedisAddrs[1:] {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		u += sep + "addr=" + a
-	}
-	return u
-}
+func (c *Cluster) RedisURL() string { return store.RedisClusterURL(c.RedisAddrs) }
 
 // baseEnv is what every process shares: the Redis Cluster, and the
 // development keys in one folder (JWT secret, API key, pass, cookie,
@@ -371,8 +321,8 @@ func (c *Cluster) Down() error {
 	if c.Primary != nil {
 		errs = append(errs, c.Primary.Stop())
 	}
-	for _, r := range c.redis {
-		errs = append(errs, r.Stop())
+	if c.redis != nil {
+		c.redis.Stop()
 	}
 	return errors.Join(errs...)
 }
@@ -380,29 +330,14 @@ func (c *Cluster) Down() error {
 // KillRedis stops Redis Cluster master i (0-2): its slots go down, and
 // after cluster-node-timeout the cluster refuses every command.
 func (c *Cluster) KillRedis(i int) error {
-	return c.redis[i].Stop()
+	return c.redis.Servers[i].Stop()
 }
 
 // RestartRedis starts master i again on its port and folder: it rejoins
 // with the same identity and slots (from nodes.conf), its data gone (the
 // nodes keep nothing on disk).
 func (c *Cluster) RestartRedis(ctx context.Context, i int) error {
-	_, p, err := net.SplitHostPort(c.RedisAddrs[i])
-	if err != nil {
-		return err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		return err
-	}
-	srv, err := store.StartRedisServer(ctx, store.RedisServerOptions{Port: port, Dir: filepath.Join(c.opt.Dir, "redis-"+strconv.Itoa(i)), Args: []string{
-		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000",
-	}})
-	if err != nil {
-		return fmt.Errorf("restart redis node %d: %w", i, err)
-	}
-	c.redis[i] = srv
-	return nil
+	return c.redis.RestartNode(ctx, i)
 }
 
 // RedisHealthy is nil when every node reports the cluster whole.

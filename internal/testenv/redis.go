@@ -6,9 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +24,6 @@ var (
 
 	clusterOnce  sync.Once
 	clusterAddrs []string
-	clusterSrvs  []*store.EmbeddedRedis
 	clusterErr   error
 )
 
@@ -138,15 +135,7 @@ func RedisClusterURL(t testing.TB) string {
 	if clusterErr != nil {
 		t.Fatalf("redis cluster: %v", clusterErr)
 	}
-	u := "redis://" + clusterAddrs[0]
-	for i, a := range clusterAddrs[1:] {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		u += sep + "addr=" + a
-	}
-	return u
+	return store.RedisClusterURL(clusterAddrs)
 }
 
 // RedisCluster returns a client of the test cluster, closed at test end.
@@ -170,52 +159,11 @@ func startCluster() error {
 		return err
 	}
 	atExit(func() { _ = os.RemoveAll(base) })
-	ctx := context.Background()
-	for i := 0; i < 3; i++ {
-		dir := filepath.Join(base, strconv.Itoa(i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		srv, err := store.StartRedisServer(ctx, store.RedisServerOptions{Dir: dir, Args: []string{
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000",
-		}})
-		if err != nil {
-			return err
-		}
-		clusterSrvs = append(clusterSrvs, srv)
-		atExit(func() { _ = srv.Stop() })
-		clusterAddrs = append(clusterAddrs, strings.TrimPrefix(srv.URL, "redis://"))
+	rc, err := store.StartRedisCluster(context.Background(), base, 3, 30*time.Second)
+	if err != nil {
+		return err
 	}
-	nodes := make([]*redis.Client, 3)
-	for i, a := range clusterAddrs {
-		nodes[i] = redis.NewClient(&redis.Options{Addr: a})
-		defer nodes[i].Close()
-	}
-	const slots = 16384
-	for i, n := range nodes {
-		lo, hi := i*slots/3, (i+1)*slots/3-1
-		if err := n.ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
-			return fmt.Errorf("assign slots %d-%d: %w", lo, hi, err)
-		}
-	}
-	for _, a := range clusterAddrs[1:] {
-		host, port, _ := strings.Cut(a, ":")
-		if err := nodes[0].ClusterMeet(ctx, host, port).Err(); err != nil {
-			return fmt.Errorf("cluster meet %s: %w", a, err)
-		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, n := range nodes {
-		for {
-			info, err := n.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("cluster did not converge: %v %s", err, info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	atExit(rc.Stop)
+	clusterAddrs = rc.Addrs
 	return nil
 }

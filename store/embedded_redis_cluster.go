@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisCluster is a Redis Cluster of masters only, started from the local
+// redis-server for tests and for the split cluster on one machine.
+type RedisCluster struct {
+	Servers []*EmbeddedRedis
+	Addrs   []string // host:port of each master, in slot order
+	dir     string
+}
+
+// StartRedisCluster starts masters nodes under dir (one folder each),
+// spreads the 16,384 slots evenly over them and waits up to converge for
+// every node to report the cluster ok. On failure it stops what it started.
+func StartRedisCluster(ctx context.Context, dir string, masters int, converge time.Duration) (*RedisCluster, error) {
+	c := &RedisCluster{dir: dir}
+	for i := 0; i < masters; i++ {
+		if err := os.MkdirAll(c.nodeDir(i), 0o755); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		srv, err := c.startNode(ctx, i, 0)
+		if err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("redis cluster node %d: %w", i, err)
+		}
+		c.Servers = append(c.Servers, srv)
+		c.Addrs = append(c.Addrs, strings.TrimPrefix(srv.URL, "redis://"))
+	}
+	if err := joinCluster(ctx, c.Addrs, converge); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *RedisCluster) nodeDir(i int) string { return filepath.Join(c.dir, strconv.Itoa(i)) }
+
+func (c *RedisCluster) startNode(ctx context.Context, i, port int) (*EmbeddedRedis, error) {
+	return StartRedisServer(ctx, RedisServerOptions{Port: port, Dir: c.nodeDir(i), Args: []string{
+		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000",
+	}})
+}
+
+// RestartNode starts node i again on its port and folder: it rejoins with
+// the same identity and slots (nodes.conf), its data gone (nothing is kept
+// on disk).
+func (c *RedisCluster) RestartNode(ctx context.Context, i int) error {
+	_, p, err := net.SplitHostPort(c.Addrs[i])
+	if err != nil {
+		return err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return err
+	}
+	srv, err := c.startNode(ctx, i, port)
+	if err != nil {
+		return fmt.Errorf("restart redis cluster node %d: %w", i, err)
+	}
+	c.Servers[i] = srv
+	return nil
+}
+
+// Stop stops every node.
+func (c *RedisCluster) Stop() {
+	for _, s := range c.Servers {
+		_ = s.Stop()
+	}
+}
+
+// URL is the cluster's seed URL (redis://a?addr=b&addr=c).
+func (c *RedisCluster) URL() string { return RedisClusterURL(c.Addrs) }
+
+// RedisClusterURL is the seed URL go-redis parses for nodes at addrs.
+func RedisClusterURL(addrs []string) string {
+	u := "redis://" + addrs[0]
+	for i, a := range addrs[1:] {
+		sep := "&"
+		if i == 0 {
+			sep = "?"
+		}
+		u += sep + "addr=" + a
+	}
+	return u
+}
+
+func joinCluster(ctx context.Context, addrs []string, converge time.Duration) error {
+	nodes := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		nodes[i] = redis.NewClient(&redis.Options{Addr: a})
+		defer nodes[i].Close()
+	}
+	const slots = 16384
+	for i, n := range nodes {
+		lo, hi := i*slots/len(nodes), (i+1)*slots/len(nodes)-1
+		if err := n.ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
+			return fmt.Errorf("assign slots %d-%d: %w", lo, hi, err)
+		}
+	}
+	for _, a := range addrs[1:] {
+		host, port, _ := strings.Cut(a, ":")
+		if err := nodes[0].ClusterMeet(ctx, host, port).Err(); err != nil {
+			return fmt.Errorf("cluster meet %s: %w", a, err)
+		}
+	}
+	known := "cluster_known_nodes:" + strconv.Itoa(len(addrs))
+	deadline := time.Now().Add(converge)
+	for _, n := range nodes {
+		for {
+			info, err := n.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, known) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("redis cluster did not converge: %v %s", err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
