@@ -106,7 +106,29 @@ func (s *EventSpec) Validate() error {
 // ParseSections reads "A:20x30@4500,B:40x50@3000": section id, rows ×
 // seats per row, base price in minor units.
 func ParseSections(s string) ([]SectionSpec, error) {
-	var out []SectionSpec
+	grids, err := parseGrids(s, "section", "ID:ROWSxSEATS@PRICE, e.g. A:20x30@4500", "no sections")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SectionSpec, len(grids))
+	for i, g := range grids {
+		out[i] = SectionSpec{ID: g.id, Rows: g.a, SeatsPerRow: g.b, BasePrice: g.price}
+	}
+	return out, nil
+}
+
+// grid is one "ID:AxB@PRICE" item of a command-line list (sections, room
+// types).
+type grid struct {
+	id    string
+	a, b  int
+	price int64
+}
+
+// parseGrids reads a comma-separated list of grids; noun and want name the
+// item and its form in errors, none is the error of an empty list.
+func parseGrids(s, noun, want, none string) ([]grid, error) {
+	var out []grid
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -114,17 +136,17 @@ func ParseSections(s string) ([]SectionSpec, error) {
 		}
 		id, rest, ok := strings.Cut(part, ":")
 		dims, price, ok2 := strings.Cut(rest, "@")
-		rows, seats, ok3 := strings.Cut(dims, "x")
-		r, err1 := strconv.Atoi(rows)
-		n, err2 := strconv.Atoi(seats)
+		x, y, ok3 := strings.Cut(dims, "x")
+		a, err1 := strconv.Atoi(x)
+		b, err2 := strconv.Atoi(y)
 		p, err3 := strconv.ParseInt(price, 10, 64)
 		if !ok || !ok2 || !ok3 || err1 != nil || err2 != nil || err3 != nil {
-			return nil, fmt.Errorf("section %q: want ID:ROWSxSEATS@PRICE, e.g. A:20x30@4500", part)
+			return nil, fmt.Errorf("%s %q: want %s", noun, part, want)
 		}
-		out = append(out, SectionSpec{ID: id, Rows: r, SeatsPerRow: n, BasePrice: p})
+		out = append(out, grid{id: id, a: a, b: b, price: p})
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no sections")
+		return nil, errors.New(none)
 	}
 	return out, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // hotel time zones resolve even on hosts without a zoneinfo database
@@ -195,25 +194,13 @@ func (r RateSpec) validate(roomTypes map[string]bool) error {
 // ParseRoomTypes reads "std:30x2@9000,suite:5x4@25000": room type id,
 // rooms × guests per room, base price per night in minor units.
 func ParseRoomTypes(s string) ([]RoomTypeSpec, error) {
-	var out []RoomTypeSpec
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		id, rest, ok := strings.Cut(part, ":")
-		dims, price, ok2 := strings.Cut(rest, "@")
-		rooms, capacity, ok3 := strings.Cut(dims, "x")
-		r, err1 := strconv.Atoi(rooms)
-		c, err2 := strconv.Atoi(capacity)
-		p, err3 := strconv.ParseInt(price, 10, 64)
-		if !ok || !ok2 || !ok3 || err1 != nil || err2 != nil || err3 != nil {
-			return nil, fmt.Errorf("room type %q: want ID:ROOMSxGUESTS@PRICE, e.g. std:30x2@9000", part)
-		}
-		out = append(out, RoomTypeSpec{ID: id, Rooms: r, Capacity: c, BasePrice: p})
+	grids, err := parseGrids(s, "room type", "ID:ROOMSxGUESTS@PRICE, e.g. std:30x2@9000", "no room types")
+	if err != nil {
+		return nil, err
 	}
-	if len(out) == 0 {
-		return nil, errors.New("no room types")
+	out := make([]RoomTypeSpec, len(grids))
+	for i, g := range grids {
+		out[i] = RoomTypeSpec{ID: g.id, Rooms: g.a, Capacity: g.b, BasePrice: g.price}
 	}
 	return out, nil
 }
