@@ -25,11 +25,15 @@ func TestBrowserIndex(t *testing.T) {
 func TestBrowserHotelCountRisesWithOtherViewers(t *testing.T) {
 	ctx := browser(t)
 	s := server(t)
-	createHotel(t, s, "bt-lisbon-1", "testville", "Harbour Test Hotel")
-	createHotel(t, s, "bt-lisbon-2", "testville", "Old Town Test Inn")
+	// Hotels live in the package's database: ids and city of their own, so
+	// the test can run again (-count) in the same database.
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	first, city := "bt-lisbon-1-"+suffix, "testville-"+suffix
+	createHotel(t, s, first, city, "Harbour Test Hotel")
+	createHotel(t, s, "bt-lisbon-2-"+suffix, city, "Old Town Test Inn")
 	in := time.Now().AddDate(0, 0, 3).Format("2006-01-02")
 	out := time.Now().AddDate(0, 0, 5).Format("2006-01-02")
-	q := fmt.Sprintf("?city=testville&checkIn=%s&checkOut=%s&guests=2", in, out)
+	q := fmt.Sprintf("?city=%s&checkIn=%s&checkOut=%s&guests=2", city, in, out)
 
 	// Search: both hotels, each with a link to its page.
 	search := tab(t, ctx, "hotels", false)
@@ -40,7 +44,7 @@ func TestBrowserHotelCountRisesWithOtherViewers(t *testing.T) {
 
 	// The hotel page counts its own viewer first...
 	hotel := tab(t, ctx, "hotel", false)
-	run(t, hotel, chromedp.Navigate(s.URL+"/demo/hotels/bt-lisbon-1"+q))
+	run(t, hotel, chromedp.Navigate(s.URL+"/demo/hotels/"+first+q))
 	// Until the first count arrives the widget shows a dash, never an
 	// error; the count may already have arrived by now.
 	require.Regexp(t, `^(—|\d+)$`, textOf(t, hotel, "viewer-count"), "a dash until the first count, then a number")
@@ -49,7 +53,7 @@ func TestBrowserHotelCountRisesWithOtherViewers(t *testing.T) {
 
 	// ...then rises, pushed live, as other people's sessions heartbeat.
 	for range 4 {
-		viewer(t, s, "bt-lisbon-1")
+		viewer(t, s, first)
 	}
 	waitJS(t, hotel, "the count rises to the five viewers", `Number(document.getElementById('viewer-count').dataset.count) >= 5`)
 	require.Contains(t, textOf(t, hotel, "viewers"), "people are looking at this hotel")
@@ -119,7 +123,7 @@ func signIn(t *testing.T, page context.Context, user string) {
 func TestBrowserSaleFromQueueToTicket(t *testing.T) {
 	ctx := browser(t)
 	s := server(t)
-	const event = "bt-sale"
+	event := "bt-sale-" + strconv.FormatInt(time.Now().UnixNano(), 36) // its own, so the test can run again (-count)
 	createEvent(t, s, event, 4, 8)
 	// A room that admits nobody yet: capacity 0.
 	admin(t, s, http.MethodPut, "/v1/admin/waitingrooms/"+event, map[string]any{"capacity": 0, "batch": 5}, http.StatusCreated)
