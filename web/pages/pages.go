@@ -66,6 +66,10 @@ type Part struct {
 	Routes []string // "GET /v1/hotels", sorted
 }
 
+// getOrHead: every page and asset answers HEAD as its GET would, without
+// the body (net/http drops it).
+var getOrHead = []string{http.MethodGet, http.MethodHead}
+
 // Mount serves the index, the assets and the demo pages of s on e.
 func Mount(e *echo.Echo, s Site) error {
 	// Assets change with the binary: revalidate rather than cache.
@@ -80,30 +84,31 @@ func Mount(e *echo.Echo, s Site) error {
 		if err != nil {
 			return fmt.Errorf("pages: %w", err)
 		}
-		e.Group("/"+dir, noCache).StaticFS("/", sub)
+		// HEAD too: probes and caches ask for headers only.
+		e.Group("/"+dir, noCache).Match(getOrHead, "/*", echo.StaticDirectoryHandler(sub, !e.EnablePathUnescapingStaticFiles))
 	}
 
 	r, err := newRenderer(s)
 	if err != nil {
 		return err
 	}
-	e.GET("/", r.index)
+	e.Match(getOrHead, "/", r.index)
 	for _, p := range s.Pages {
 		switch p {
 		case Hotels:
-			e.GET("/demo/hotels", r.page("hotels", "Hotels", nil))
-			e.GET("/demo/hotels/:hotel", r.page("hotel", "Hotel", func(c echo.Context) (map[string]any, error) {
+			e.Match(getOrHead, "/demo/hotels", r.page("hotels", "Hotels", nil))
+			e.Match(getOrHead, "/demo/hotels/:hotel", r.page("hotel", "Hotel", func(c echo.Context) (map[string]any, error) {
 				return map[string]any{"hotel": c.Param("hotel")}, validID(c.Param("hotel"))
 			}))
 		case Presence:
-			e.GET("/demo/presence", r.page("presence", "Presence", nil))
+			e.Match(getOrHead, "/demo/presence", r.page("presence", "Presence", nil))
 		case Sale:
-			e.GET("/demo/sale/:event", r.page("sale", "Sale", func(c echo.Context) (map[string]any, error) {
+			e.Match(getOrHead, "/demo/sale/:event", r.page("sale", "Sale", func(c echo.Context) (map[string]any, error) {
 				return map[string]any{"event": c.Param("event")}, validID(c.Param("event"))
 			}))
-			e.GET("/demo/checkout", r.page("checkout", "Checkout", nil))
+			e.Match(getOrHead, "/demo/checkout", r.page("checkout", "Checkout", nil))
 		case Ops:
-			e.GET("/demo/ops", r.page("ops", "Operations", nil))
+			e.Match(getOrHead, "/demo/ops", r.page("ops", "Operations", nil))
 		}
 	}
 	if s.SignIn != nil && len(s.Pages) > 0 {

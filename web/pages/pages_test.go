@@ -2,6 +2,7 @@ package pages_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -76,6 +77,34 @@ func TestClientAndAssetsAreServedFromTheBinary(t *testing.T) {
 	for _, p := range []string{"/js/../templates/layout.html", "/js/nope.js", "/demo/hotels/bad%20id"} {
 		status, _ := call(t, http.MethodGet, s.URL+p, nil, nil)
 		require.Equal(t, http.StatusNotFound, status, p)
+		status, _ = call(t, http.MethodHead, s.URL+p, nil, nil)
+		require.Equal(t, http.StatusNotFound, status, "HEAD "+p)
+	}
+}
+
+// Probes and caches ask with HEAD: the same status and headers as GET,
+// no body.
+func TestPagesAndAssetsAnswerHead(t *testing.T) {
+	cfg := apptest.Config(t)
+	cfg.Roles = []string{"all"}
+	s := apptest.Start(t, cfg)
+	for _, p := range []string{"/", "/js/presenced.js", "/js/pages/sale.js", "/css/site.css",
+		"/demo/hotels", "/demo/hotels/h1", "/demo/presence", "/demo/sale/e1", "/demo/checkout", "/demo/ops"} {
+		get, err := http.Get(s.URL + p)
+		require.NoError(t, err)
+		get.Body.Close()
+		require.Equal(t, http.StatusOK, get.StatusCode, p)
+
+		head, err := http.Head(s.URL + p)
+		require.NoError(t, err)
+		body, err := io.ReadAll(head.Body)
+		head.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, head.StatusCode, "HEAD "+p)
+		require.Empty(t, body, "HEAD "+p)
+		for _, h := range []string{"Content-Type", "Cache-Control", "Content-Security-Policy"} {
+			require.Equal(t, get.Header.Get(h), head.Header.Get(h), "HEAD %s: %s", p, h)
+		}
 	}
 }
 
