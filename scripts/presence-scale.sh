@@ -12,7 +12,7 @@
 #
 # and 50,000 sessions × 20 follows at 1,000 changes/s on three gateways:
 #
-#   GATEWAYS=3 USERS_PER_GATEWAY=16667 CHANGES_PER_GATEWAY=333 scripts/presence-scale.sh
+#   GATEWAYS=3 USERS_PER_GATEWAY=16667 CHANGES_PER_GATEWAY=333 DURATION=200s scripts/presence-scale.sh
 #
 # Needs PRESENCED_REDIS_URL, PRESENCED_POSTGRES_URL, PRESENCED_JWT_SECRET and
 # PRESENCED_API_KEY in the environment (see docs/presence.md, Load test).
@@ -29,6 +29,8 @@ USERS_PER_GATEWAY=${USERS_PER_GATEWAY:-5000}
 CHANGES_PER_GATEWAY=${CHANGES_PER_GATEWAY:-250}
 FOLLOW=${FOLLOW:-20}
 STEADY=${STEADY:-30s}
+# bounds each loadgen: setup, connects and checks must end within DURATION + 2m
+DURATION=${DURATION:-60s}
 PORT=${PORT:-8111}
 CONNECT_RATE=${CONNECT_RATE:-1000}
 IN_FLIGHT=${IN_FLIGHT:-256}
@@ -87,7 +89,7 @@ for k in $(seq 0 $((GATEWAYS - 1))); do
     --follow "$FOLLOW" --follow-shape spread --changes "$CHANGES_PER_GATEWAY" --steady "$STEADY" \
     --connect-rate "$CONNECT_RATE" --in-flight "$IN_FLIGHT" --settle 5s --ping-every 60s \
     --source-base $((2 + k * sources)) --sources "$sources" --max-errors 10 \
-    --user-prefix "scale$GATEWAYS" -d 60s >"$OUT/loadgen$k.txt" 2>"$OUT/loadgen$k.err" &
+    --user-prefix "scale$GATEWAYS" -d "$DURATION" >"$OUT/loadgen$k.txt" 2>"$OUT/loadgen$k.err" &
   lgs+=($!)
 done
 status=0
