@@ -117,7 +117,9 @@ func (c *client) nextFrame() []byte {
 	if pend.len() == 0 {
 		return nil
 	}
-	states := make([]*state, 0, pend.len())
+	b := getFrameBuf()
+	b = append(b, updatedPrefix...)
+	users := 0
 	nowMs := time.Now().UnixMilli()
 	pend.each(func(s *subject) {
 		if !c.lu.follows(s) {
@@ -129,16 +131,21 @@ func (c *client) nextFrame() []byte {
 			return
 		}
 		c.sent.put(s, &st.st)
-		states = append(states, st)
+		if users > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, st.wire...)
+		users++
 		if st.st.TS > 0 && nowMs >= st.st.TS {
 			c.g.m.pushLatency.Observe(float64(nowMs-st.st.TS) / 1000)
 		}
 	})
-	if len(states) == 0 {
+	if users == 0 {
+		putFrameBuf(b)
 		return nil
 	}
 	c.g.m.queueDepth.Observe(float64(depth))
-	return updatedFrame(states, false, "")
+	return closeUpdated(b, false, "")
 }
 
 // behindFor reports how long the oldest waiting change has waited for the

@@ -3,6 +3,7 @@ package presence
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
@@ -80,7 +82,7 @@ func newFanoutBundle(t *testing.T, tick, slow time.Duration) *fanoutBundle {
 			<-*gate
 		}
 		return c.nextFrame()
-	})
+	}, putFrameBuf)
 	ctx, cancel := context.WithCancel(context.Background())
 	go g.runBehind(ctx)
 	t.Cleanup(cancel)
@@ -299,4 +301,48 @@ func TestCaughtUpConnectionLeavesTheWatch(t *testing.T) {
 		return len(b.g.behind.set) == 0
 	}, "caught up: no longer watched")
 	require.Zero(t, testutil.ToFloat64(b.g.m.slowDrops))
+}
+
+// Frame buffers are shared by every connection and reused once written: a
+// buffer handed back too early, or reused without being emptied, would
+// show as a frame of one follower carrying bytes of another's. Followers
+// with statuses of their own take frames from the same buffers at once;
+// each must read only its own statuses, in order, to the last.
+func TestRecycledFrameBuffersCarryOnlyTheirOwnFrame(t *testing.T) {
+	t.Parallel()
+	putFrameBuf([]byte(`{"garbage":"left in a buffer by an earlier frame"`))
+	const changes = 3000
+	var statuses [][]string
+	for i := 0; i < 8; i++ {
+		statuses = append(statuses, []string{fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)})
+	}
+	var wg sync.WaitGroup
+	for i := range statuses {
+		b := newFanoutBundle(t, 5*time.Millisecond, time.Minute)
+		own := statuses[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for v := int64(1); v <= changes; v++ {
+				b.change(own[v%2], v)
+			}
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			last := int64(0)
+			for last < changes {
+				u, ok := b.read(t, 30*time.Second)
+				if !assert.True(t, ok, "follower %d stopped at v%d", i, last) {
+					return
+				}
+				for _, st := range u.Users {
+					assert.Contains(t, own, st.Status, "follower %d got another frame's status", i)
+					assert.Greater(t, st.V, last)
+					last = st.V
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

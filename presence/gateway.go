@@ -173,7 +173,7 @@ func (g *gateway) handle(c echo.Context) error {
 	if claims.ExpiresAt != nil {
 		cl.exp = claims.ExpiresAt.Unix()
 	}
-	conn.SetSource(cl.nextFrame)
+	conn.SetSource(cl.nextFrame, putFrameBuf)
 	if !cl.open() {
 		g.wg.Done()
 		return nil

@@ -75,6 +75,10 @@ func (m *Module) StartGateway(ctx context.Context, h module.Host) error {
 	m.gw = newGateway(m)
 	h.Routes().GET("/v1/presence/ws", m.gw.handle)
 	h.Go("presence.gateway", m.gw.run)
+	h.Go("presence.heap-floor", func(ctx context.Context) error {
+		runHeapFloor(ctx, m.cfg.HeapFloorBytes, m.log)
+		return nil
+	})
 	return nil
 }
 

@@ -60,3 +60,61 @@ func TestStrictJSONAcceptsExactBodies(t *testing.T) {
 	require.Equal(t, 1, v.Labels["Free"])
 	require.Equal(t, "n", v.Nested.ID)
 }
+
+// The allocation-free path and the token walk agree on every body: the
+// same verdict, and the same value when accepted.
+func TestStrictJSONFastPathAgreesWithTheTokenWalk(t *testing.T) {
+	t.Parallel()
+	bodies := []string{
+		`{"seats":[1,2],"promoCode":"X","at":"2030-01-01T00:00:00Z","raw":{"Anything":[1,{"Goes":2}]},"sections":[{"id":"A","rows":2}],"labels":{"Free":1},"nested":{"id":"n"},"any":{"K":{"k":1}}}`,
+		` { "seats" : [ ] , "sections" : [ { } ] } `, `{}`, `null`, `{"nested":null,"at":null}`,
+		`{"Seats":[1]}`, `{"sections":[{"ID":"A"}]}`, `{"nested":{"Rows":1}}`, `{"seats":[1],"extra":1}`,
+		`{"seats":[1],"seats":[2]}`, `{"seats":[1]} {}`, `{"seats":[1]}x`, `{"Skip":"x"}`, `[1]`, `{"seats":[1`,
+		`{"raw":{"a":1,"a":2}}`, `{"any":{"k":{"x":1,"x":1}}}`, `{"labels":{"a":1,"b":2,"a":3}}`,
+		`{"se\u0061ts":[1]}`, `{"promoCode":"a\"b\\","seats":[-1.5e3]}`, `{"seats":"no"}`, `{"rows":1}`,
+		`{"labels":{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17}}`,
+		`{"labels":{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k0":17}}`,
+		`{"seats":[1,2,3],"labels":{"":0},"any":{"":[true,false,null]}}`,
+	}
+	for _, body := range bodies {
+		var fast, slow strictBody
+		okFast := strictFast([]byte(body), &fast)
+		errSlow := strictSlow([]byte(body), &slow)
+		if !okFast && errSlow == nil {
+			// Escaped keys are the one thing left to the token walk.
+			require.Contains(t, body, `\u`, "refused only by the fast path")
+			continue
+		}
+		require.Equal(t, errSlow == nil, okFast, "%s (token walk: %v)", body, errSlow)
+		if okFast {
+			require.Equal(t, slow, fast, body)
+		}
+	}
+}
+
+// A frame on the WebSocket hot path costs no garbage beyond its decoded
+// value; the token walk alone left about 4 KiB of it per frame, a large
+// part of what the collector had to chase under a fan-out load.
+func TestStrictJSONAllocatesOnlyTheValue(t *testing.T) {
+	msg := []byte(`{"v":1,"event":"presence:update","payload":{"status":"busy"},"id":"u1"}`)
+	allocs := testing.AllocsPerRun(100, func() {
+		var env Envelope
+		if err := StrictJSON(msg, &env); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// encoding/json decoding the envelope: its event, id and raw payload,
+	// and its own parse state.
+	require.LessOrEqual(t, allocs, 10.0)
+}
+
+func BenchmarkStrictJSONEnvelope(b *testing.B) {
+	msg := []byte(`{"v":1,"event":"presence:update","payload":{"status":"busy"},"id":"u1"}`)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var env Envelope
+		if err := StrictJSON(msg, &env); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

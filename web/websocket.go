@@ -165,12 +165,13 @@ type Conn struct {
 	writing bool
 	closed  bool
 	// pull asks the writer to call source once the queue is empty.
-	pull   bool
-	source func() []byte
-	ping   *time.Timer
-	done   chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
+	pull    bool
+	source  func() []byte
+	release func([]byte)
+	ping    *time.Timer
+	done    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
 
 	// final, once set, closes the connection after the queue is written.
 	final *closeFrame
@@ -290,9 +291,15 @@ func (c *Conn) enqueue(msg []byte, final *closeFrame) bool {
 // to send). A producer that coalesces what it is asked to send while a
 // write is in flight thus batches only under backpressure, and an idle
 // connection gets its frame at once. Set it before the first Pull.
-func (c *Conn) SetSource(src func() []byte) {
+//
+// release, if not nil, gets each frame of src back once it is written (or
+// the write failed): the socket holds no reference to it any more, so the
+// producer may reuse its buffer for the next frame instead of leaving one
+// allocation per delivery to the garbage collector.
+func (c *Conn) SetSource(src func() []byte, release func([]byte)) {
 	c.mu.Lock()
 	c.source = src
+	c.release = release
 	c.mu.Unlock()
 }
 
@@ -372,10 +379,16 @@ func (c *Conn) flush() {
 		if len(c.queue) == 0 {
 			// Queued frames first: they were decided before this one.
 			c.pull = false
-			src := c.source
+			src, release := c.source, c.release
 			c.mu.Unlock()
-			if msg := src(); msg != nil && !c.write(msg) {
-				return
+			if msg := src(); msg != nil {
+				ok := c.write(msg)
+				if release != nil {
+					release(msg)
+				}
+				if !ok {
+					return
+				}
 			}
 			continue
 		}

@@ -51,9 +51,11 @@ type loadRun struct {
 	offSeen  map[string]bool
 	recordOn atomic.Bool
 	observed atomic.Int64
-	dialErrs atomic.Int64
-	refused  atomic.Int64
-	subFails atomic.Int64
+	// changesEnded is when the last change was sent (Unix ns).
+	changesEnded int64
+	dialErrs     atomic.Int64
+	refused      atomic.Int64
+	subFails     atomic.Int64
 }
 
 func newLoadRun(l *Scenario, r *loadgen.Runner) *loadRun {

@@ -48,6 +48,9 @@ type cpuSample struct {
 	at                  time.Time
 	server, redis, self float64
 	load1               float64
+	// each server's own CPU seconds, in --servers order, so a scale-out
+	// run shows how the work spreads over the gateways.
+	perServer []float64
 }
 
 func (m *cpuMeter) sample(ctx context.Context) cpuSample {
@@ -61,6 +64,7 @@ func (m *cpuMeter) sample(ctx context.Context) cpuSample {
 				break
 			}
 			s.server += v
+			s.perServer = append(s.perServer, v)
 		}
 	}
 	if len(m.redis) > 0 {
@@ -90,8 +94,16 @@ func (s cpuSample) since(a cpuSample) string {
 		}
 		return fmt.Sprintf("%.1f %%", 100*(x-y)/el)
 	}
-	return fmt.Sprintf("server %s, Redis %s, this loadgen %s of one core over %.1f s; load average %.2f -> %.2f",
-		share(s.server, a.server), share(s.redis, a.redis), share(s.self, a.self), el, a.load1, s.load1)
+	each := ""
+	if n := len(s.perServer); n > 1 && n == len(a.perServer) && s.server >= 0 && a.server >= 0 {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = share(s.perServer[i], a.perServer[i])
+		}
+		each = " (each: " + strings.Join(parts, ", ") + ")"
+	}
+	return fmt.Sprintf("server %s%s, Redis %s, this loadgen %s of one core over %.1f s; load average %.2f -> %.2f",
+		share(s.server, a.server), each, share(s.redis, a.redis), share(s.self, a.self), el, a.load1, s.load1)
 }
 
 // scrapeCPU reads process_cpu_seconds_total from a server's /metrics.

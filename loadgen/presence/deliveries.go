@@ -30,6 +30,10 @@ type change struct {
 	v    int64 // from the reply; 0 while unanswered
 }
 
+// drainQuiet: after the last change, receipts are awaited until none has
+// come for this long.
+const drainQuiet = 2 * time.Second
+
 // observation is one status a follower received.
 type observation struct {
 	subj  int   // population index of the user whose status it is
@@ -115,9 +119,12 @@ func (run *loadRun) steady(ctx context.Context, meter *cpuMeter) {
 		sent++
 	}
 	el := time.Since(start)
+	run.changesEnded = time.Now().UnixNano()
 	cpu1 := meter.sample(ctx)
-	// The last deliveries: until nothing arrives for half a second.
-	for last, quiet := run.observed.Load(), 0; quiet < 5 && ctx.Err() == nil; {
+	// The last deliveries: until nothing arrives for drainQuiet. Shorter,
+	// on a loaded machine whose tail ran past a second, the last changes'
+	// receipts came after the check and counted as lost.
+	for last, quiet := run.observed.Load(), 0; quiet < int(drainQuiet/(100*time.Millisecond)) && ctx.Err() == nil; {
 		sleepCtx(ctx, 100*time.Millisecond)
 		if n := run.observed.Load(); n != last {
 			last, quiet = n, 0
@@ -200,7 +207,8 @@ func (run *loadRun) checkDeliveries() {
 				default:
 					dc.lost++
 					if dc.lostExample == "" {
-						dc.lostExample = fmt.Sprintf("; e.g. %s never saw %s at v%d (latest seen v%d)", f.user, run.userID(subj), v, maxV[subj])
+						dc.lostExample = fmt.Sprintf("; e.g. %s never saw %s at v%d (latest seen v%d), sent %s before the changes ended",
+							f.user, run.userID(subj), v, maxV[subj], time.Duration(run.changesEnded-sentAt[subj][v]).Round(time.Millisecond))
 					}
 				}
 			}

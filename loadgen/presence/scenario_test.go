@@ -77,3 +77,15 @@ func TestSpreadShapeGivesEveryUserKFollowers(t *testing.T) {
 	}
 	require.Equal(t, []int{20, 21, 22}, l.follows(1)[:3], "user i follows (20i+k) mod 2000")
 }
+
+// With several servers the CPU figure names each one's share too, so a
+// scale-out run shows how the work spreads over the gateways.
+func TestCPUFigureNamesEachServer(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_900_000_000, 0)
+	a := cpuSample{at: t0, server: 3, redis: 1, self: 1, perServer: []float64{1, 2}}
+	b := cpuSample{at: t0.Add(10 * time.Second), server: 9, redis: 2, self: 3, perServer: []float64{3, 6}}
+	require.Contains(t, b.since(a), "server 60.0 % (each: 20.0 %, 40.0 %), Redis 10.0 %, this loadgen 20.0 %")
+	one := cpuSample{at: t0.Add(10 * time.Second), server: 5, redis: 2, self: 3, perServer: []float64{5}}
+	require.Contains(t, one.since(cpuSample{at: t0, server: 1, redis: 1, self: 1, perServer: []float64{1}}), "server 40.0 %, Redis")
+}
