@@ -126,3 +126,43 @@ func TestHoldRoundTrips(t *testing.T) {
 	n, _ := trips.take()
 	require.Equal(t, 1, n)
 }
+
+// Every statement of a hold runs its one generic plan, however many holds a
+// connection serves: PostgreSQL would otherwise plan some of them anew on
+// every execution (the array of seats makes a custom plan look cheaper),
+// about a sixth of its CPU per hold. TestHoldQueryPlans shows the generic
+// plans are key lookups.
+func TestHoldStatementsAreNotPlannedPerExecution(t *testing.T) {
+	t.Parallel()
+	db, _ := countingPool(t, 1)
+	b := setupWith(t, db, testenv.Redis(t))
+	event, seats := b.event(t, "A:4x10@1000,B:1x10@2000")
+	require.NoError(t, CreatePromotion(context.Background(), db, event, PromotionSpec{Code: "TEN", DiscountBps: 1000, MaxUses: 100}))
+	for i := range 12 { // past the five custom plans a statement gets before its generic one is considered
+		promo := ""
+		if i%2 == 1 {
+			promo = "TEN"
+		}
+		status, _, err := b.hold(t, event, fmt.Sprintf("buyer%d", i), "k", []int64{seats[2*i], seats[2*i+1]}, promo)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, status)
+	}
+	holdSQL := []string{selectHoldEvent, selectHoldSeats, selectHoldPromotion, selectStored, insertHoldAnswer,
+		insertHoldReservation, holdSeatRows, insertHoldItems, usePromotion, insertPromotionUse, addOccupancy}
+	rows, err := db.Query(context.Background(),
+		`SELECT statement, custom_plans, generic_plans FROM pg_prepared_statements WHERE statement = ANY($1)`, holdSQL)
+	require.NoError(t, err)
+	type prepared struct {
+		sql             string
+		custom, generic int64
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (prepared, error) {
+		var p prepared
+		return p, r.Scan(&p.sql, &p.custom, &p.generic)
+	})
+	require.NoError(t, err)
+	require.Len(t, got, len(holdSQL), "every hold statement was prepared on the one connection")
+	for _, p := range got {
+		require.Zero(t, p.custom, "custom plans of %s (%d generic)", p.sql, p.generic)
+	}
+}

@@ -147,7 +147,9 @@ func (h *holdsPlane) price(in holdInput, fp []byte, resID string, v *holdView) (
 //   - one_live_owner_per_seat, as ever;
 //   - promotion_within_cap and promotion_uses' key.
 const (
-	setHoldTimeouts = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`
+	// The timeouts, and generic plans as in the read (genericPlans).
+	setHoldTimeouts = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
+	set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 	insertHoldAnswer = `INSERT INTO idempotency_keys (user_id, operation, key, fingerprint, status_code, response)
 VALUES ($1, $2, $3, $4, $5, $6)`
