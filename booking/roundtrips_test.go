@@ -167,6 +167,13 @@ func TestHoldStatementsAreNotPlannedPerExecution(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, len(holdSQL), "every hold statement was prepared on the one connection")
 	for _, p := range got {
+		if p.sql == selectHoldEvent {
+			// It sets the mode for the rest of the batch; PostgreSQL's
+			// own rule gives its one key lookup a generic plan after five
+			// custom ones.
+			require.LessOrEqual(t, p.custom, int64(5), "custom plans of the event's lookup")
+			continue
+		}
 		require.Zero(t, p.custom, "custom plans of %s (%d generic)", p.sql, p.generic)
 	}
 }

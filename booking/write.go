@@ -149,7 +149,7 @@ func (h *holdsPlane) price(in holdInput, fp []byte, resID string, v *holdView) (
 //   - one_live_owner_per_seat, as ever;
 //   - promotion_within_cap and promotion_uses' key.
 const (
-	// The timeouts, and generic plans as in the read (genericPlans).
+	// The timeouts, and generic plans as in the read (selectHoldEvent).
 	setHoldTimeouts = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
 	set_config('plan_cache_mode', 'force_generic_plan', true)`
 
