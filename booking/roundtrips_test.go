@@ -119,7 +119,7 @@ func TestHoldRoundTrips(t *testing.T) {
 		if c.status == http.StatusCreated && c.name != "a replay" {
 			// The read (generic plans, event, seats, promotion, stored
 			// answer) and the write (timeouts, the hold in one statement).
-			require.LessOrEqual(t, statements, 7, c.name)
+			require.LessOrEqual(t, statements, 6, c.name)
 		}
 	}
 
