@@ -140,7 +140,7 @@ func (h *holdsPlane) price(in holdInput, fp []byte, resID string, v *holdView) (
 }
 
 // The hold's writes. Nothing was locked when the hold read, so each
-// statement refuses what may have changed since, by constraint:
+// part of the write refuses what may have changed since, by constraint:
 //   - idempotency_keys' key: an identical retry running at the same time
 //     waits here for the first and is then answered its stored response;
 //   - one_active_checkout: a second checkout of the user;
@@ -153,10 +153,10 @@ const (
 	setHoldTimeouts = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
 	set_config('plan_cache_mode', 'force_generic_plan', true)`
 
-	// writeHoldSQL is the whole hold in one statement: a statement's
-	// fixed cost (bind, executor start and end, snapshot, constraint
-	// expressions, statistics) was most of PostgreSQL's CPU per hold when
-	// each write was a statement of its own. The parts run in the order
+	// writeHoldSQL is the whole hold in one statement: every statement
+	// has a fixed cost (bind, executor start and end, snapshot,
+	// statistics), paid eight to eleven times per hold when each write
+	// was a statement of its own. The parts run in the order
 	// of the final SELECT, each scalar subquery reading its part to the
 	// end: the lock order of the separate statements before it (the key,
 	// the reservation, the seats in id order, the items, the promotion,
