@@ -156,7 +156,10 @@ const (
 	// writeHoldSQL is the whole hold in one statement: every statement
 	// has a fixed cost (bind, executor start and end, snapshot,
 	// statistics), paid eight to eleven times per hold when each write
-	// was a statement of its own. The parts run in the order
+	// was a statement of its own. The counters are locked in section
+	// order by counted (ORDER BY comes before the locks): the join of the
+	// update alone may scan them in their physical order, and two holds
+	// of the same two sections then deadlock. The parts run in the order
 	// of the final SELECT, each scalar subquery reading its part to the
 	// end: the lock order of the separate statements before it (the key,
 	// the reservation, the seats in id order, the items, the promotion,
@@ -176,10 +179,14 @@ items AS (
 	INSERT INTO reservation_items (reservation_id, seat_id, section_id, base_price, surge_bps, discount, price_at_lock, status)
 	SELECT $7, *, 'HELD' FROM unnest($13::bigint[], $14::text[], $15::bigint[], $16::int[], $17::bigint[], $18::bigint[])
 	RETURNING 1),
-counters AS (
-	UPDATE section_occupancy o SET taken = o.taken + v.n
+counted AS (
+	SELECT o.section_id, o.shard, v.n
 	FROM unnest($19::text[], $20::int[], $21::int[]) v(section_id, shard, n)
-	WHERE o.event_id = $8 AND o.section_id = v.section_id AND o.shard = v.shard RETURNING 1),
+	JOIN section_occupancy o ON o.event_id = $8 AND o.section_id = v.section_id AND o.shard = v.shard
+	ORDER BY o.section_id FOR UPDATE OF o),
+counters AS (
+	UPDATE section_occupancy o SET taken = o.taken + c.n FROM counted c
+	WHERE o.event_id = $8 AND o.section_id = c.section_id AND o.shard = c.shard RETURNING 1),
 events AS (
 	INSERT INTO outbox (kind, aggregate_id, payload)
 	SELECT $22, $8, p::jsonb FROM unnest($23::text[]) p RETURNING 1)`
