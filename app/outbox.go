@@ -5,6 +5,7 @@ import (
 
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/internal/outbox"
+	"github.com/presenced/presenced/payments"
 	"github.com/presenced/presenced/store"
 )
 
@@ -35,6 +36,8 @@ func startOutboxRelay(ctx context.Context, a *App, h module.Host) error {
 	if err := b.RegisterEffects(ctx, h, relay); err != nil {
 		return err
 	}
+	// Fulfillment reads only paid orders, from a stream of their own.
+	relay.Route(payments.KindOrderPaid, payments.FulfillmentStream(a.Keys))
 	h.Go("outbox.relay", relay.Run)
 	return nil
 }

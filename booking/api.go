@@ -88,7 +88,7 @@ func (m *Module) RegisterEffects(ctx context.Context, h module.Host, r *outbox.R
 	if err != nil {
 		return err
 	}
-	r.Handle(KindInventoryChanged, newInvalidator(rdb, hb, m.keys).Handle)
+	r.HandleBatch(KindInventoryChanged, newInvalidator(rdb, hb, m.keys).Handle)
 	r.Handle(KindStayInventoryChanged, newSearchInvalidator(rdb, m.keys).Handle)
 	hs := hints{rdb: rdb, keys: keys{ks: m.keys}}
 	r.Handle(KindHintsReleased, func(ctx context.Context, e outbox.Event) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -166,17 +167,37 @@ func newInvalidator(rdb redis.UniversalClient, h *hub.Hub, ks store.Keyspace) *i
 	return &invalidator{rdb: rdb, hub: h, keys: keys{ks: ks}}
 }
 
-// Handle applies one inventory.changed event.
-func (inv *invalidator) Handle(ctx context.Context, e outbox.Event) error {
-	var p InventoryChanged
-	if err := json.Unmarshal(e.Payload, &p); err != nil || !validEventID(p.Event) || !sectionIDPattern.Valid(p.Section) {
-		return nil // nothing to invalidate; not worth stopping the relay for
+// Handle applies the inventory.changed events of one relayed batch: each
+// section they name once, in one pipelined round trip. A sale's batch of a
+// hundred holds names one or two sections; the viewers refetch once.
+func (inv *invalidator) Handle(ctx context.Context, events []outbox.Event) error {
+	var todo []InventoryChanged
+	for _, e := range events {
+		var p InventoryChanged
+		if err := json.Unmarshal(e.Payload, &p); err != nil || !validEventID(p.Event) || !sectionIDPattern.Valid(p.Section) {
+			continue // nothing to invalidate; not worth stopping the relay for
+		}
+		if !slices.Contains(todo, p) {
+			todo = append(todo, p)
+		}
 	}
-	msg, _ := json.Marshal(invalidation{Type: "invalidate", Section: p.Section})
-	err := invalidateScript.Run(ctx, inv.rdb, []string{inv.keys.snapshot(p.Event, allScope)},
-		inv.keys.liveTopic(p.Event, p.Section), inv.hub.PublishCommand(), msg).Err()
+	if len(todo) == 0 {
+		return nil
+	}
+	msgs := make([][]byte, len(todo))
+	for i, p := range todo {
+		msgs[i], _ = json.Marshal(invalidation{Type: "invalidate", Section: p.Section})
+	}
+	// Each call's keys share its event's hash tag; a retry after NOSCRIPT
+	// runs them all again, which an invalidation may.
+	err := invalidateScript.Pipelined(ctx, inv.rdb, func(pipe redis.Pipeliner) {
+		for i, p := range todo {
+			invalidateScript.Queue(ctx, pipe, []string{inv.keys.snapshot(p.Event, allScope)},
+				inv.keys.liveTopic(p.Event, p.Section), inv.hub.PublishCommand(), msgs[i])
+		}
+	})
 	if err != nil {
-		return errors.Join(errors.New("drop seat-map snapshot and publish the invalidation"), err)
+		return errors.Join(errors.New("drop seat-map snapshots and publish the invalidations"), err)
 	}
 	return nil
 }

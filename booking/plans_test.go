@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -94,15 +96,34 @@ func explain(t *testing.T, db *pgxpool.Pool, sql string, args ...any) (custom, g
 func literals(args []any) string {
 	out := make([]string, len(args))
 	for i, a := range args {
+		quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+		array := func(n int, elem func(int) string) string {
+			es := make([]string, n)
+			for j := range es {
+				es[j] = elem(j)
+			}
+			return quote("{" + strings.Join(es, ",") + "}")
+		}
 		switch v := a.(type) {
 		case string:
-			out[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
-		case []int64:
-			ids := make([]string, len(v))
-			for j, id := range v {
-				ids[j] = fmt.Sprint(id)
+			out[i] = quote(v)
+		case *string:
+			out[i] = "NULL"
+			if v != nil {
+				out[i] = quote(*v)
 			}
-			out[i] = "'{" + strings.Join(ids, ",") + "}'"
+		case []byte:
+			out[i] = quote(fmt.Sprintf(`\x%x`, v))
+		case time.Time:
+			out[i] = quote(v.Format(time.RFC3339Nano))
+		case []int64:
+			out[i] = array(len(v), func(j int) string { return fmt.Sprint(v[j]) })
+		case []int32:
+			out[i] = array(len(v), func(j int) string { return fmt.Sprint(v[j]) })
+		case []string:
+			out[i] = array(len(v), func(j int) string {
+				return `"` + strings.ReplaceAll(strings.ReplaceAll(v[j], `\`, `\\`), `"`, `\"`) + `"`
+			})
 		default:
 			out[i] = fmt.Sprint(v)
 		}
@@ -115,17 +136,31 @@ func literals(args []any) string {
 func holdStatements(event, user string, seats []int64) map[string][]any {
 	res := uuid.NewString()
 	return map[string][]any{
-		"stored":     {selectStored, user, opHold, "k"},
-		"event":      {selectHoldEvent, event, user},
-		"seats":      {selectHoldSeats, seats, event},
-		"promotion":  {selectHoldPromotion, event, "CODE"},
-		"hold seats": {holdSeatRows, res, seats},
-		"occupancy":  {addOccupancy, event, "A", 3, 1},
-		"promo use":  {usePromotion, event, "CODE"},
-		"release":    {releaseSeats, res},
-		"sell":       {sellSeats, res},
-		"lock":       {lockReservation, res},
+		"stored":               {selectStored, user, opHold, "k"},
+		"event":                {selectHoldEvent, event, user},
+		"seats":                {selectHoldSeats, seats, event},
+		"promotion":            {selectHoldPromotion, event, "CODE"},
+		"write":                writeArgs(writeHoldSQL, event, user, res, seats),
+		"write with promotion": writeArgs(writeHoldPromoSQL, event, user, res, seats),
+		"release":              {releaseSeats, res},
+		"sell":                 {sellSeats, res},
+		"lock":                 {lockReservation, res},
 	}
+}
+
+// writeArgs are the statement and arguments of a hold's write of seats.
+func writeArgs(sql, event, user, res string, seats []int64) []any {
+	p := &pendingHold{in: holdInput{User: user, Event: event, Key: "k", PromoCode: "CODE"}, id: res,
+		expiresAt: time.Now().Add(time.Hour), currency: "EUR", promo: sql == writeHoldPromoSQL,
+		body: []byte(`{}`), fingerprint: []byte{1, 2, 3}}
+	for i, s := range seats {
+		p.items = append(p.items, Item{Seat: s, Section: []string{"A", "B"}[i%2], BasePrice: 100, SurgeBps: 10000, Price: 100})
+	}
+	b := &pgx.Batch{}
+	if err := queueHold(b, p); err != nil {
+		panic(err)
+	}
+	return append([]any{b.QueuedQueries[0].SQL}, b.QueuedQueries[0].Arguments...)
 }
 
 // The expiry worker still finds due holds through its queue.

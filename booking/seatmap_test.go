@@ -60,7 +60,7 @@ func setupBrowse(t *testing.T, rdb redis.UniversalClient) *browse {
 	relay, err := outbox.NewRelay(outbox.RelayConfig{Pool: b.db, Redis: rdb, Stream: b.ks.Global("outbox").Key("events"),
 		StreamMaxLen: 1000, Batch: 100, PollInterval: 10 * time.Millisecond, Retention: time.Hour, Log: testenv.Logger()})
 	require.NoError(t, err)
-	relay.Handle(KindInventoryChanged, newInvalidator(rdb, h, b.ks).Handle)
+	relay.HandleBatch(KindInventoryChanged, newInvalidator(rdb, h, b.ks).Handle)
 	return &browse{bundle: b, ro: ro, sm: sm, hub: h, srv: srv, url: ts.URL, relay: relay}
 }
 

@@ -3,7 +3,9 @@ package booking
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -138,7 +140,7 @@ func (h *holdsPlane) price(in holdInput, fp []byte, resID string, v *holdView) (
 }
 
 // The hold's writes. Nothing was locked when the hold read, so each
-// statement refuses what may have changed since, by constraint:
+// part of the write refuses what may have changed since, by constraint:
 //   - idempotency_keys' key: an identical retry running at the same time
 //     waits here for the first and is then answered its stored response;
 //   - one_active_checkout: a second checkout of the user;
@@ -147,49 +149,91 @@ func (h *holdsPlane) price(in holdInput, fp []byte, resID string, v *holdView) (
 //   - one_live_owner_per_seat, as ever;
 //   - promotion_within_cap and promotion_uses' key.
 const (
-	setHoldTimeouts = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`
+	// The timeouts, and generic plans as in the read (selectHoldEvent).
+	setHoldTimeouts = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
+	set_config('plan_cache_mode', 'force_generic_plan', true)`
 
-	insertHoldAnswer = `INSERT INTO idempotency_keys (user_id, operation, key, fingerprint, status_code, response)
-VALUES ($1, $2, $3, $4, $5, $6)`
+	// writeHoldSQL is the whole hold in one statement: every statement
+	// has a fixed cost (bind, executor start and end, snapshot,
+	// statistics), paid eight to eleven times per hold when each write
+	// was a statement of its own. The counters are locked in section
+	// order by counted (ORDER BY comes before the locks): the join of the
+	// update alone may scan them in their physical order, and two holds
+	// of the same two sections then deadlock. The parts run in the order
+	// of the final SELECT, each scalar subquery reading its part to the
+	// end: the lock order of the separate statements before it (the key,
+	// the reservation, the seats in id order, the items, the promotion,
+	// the section counters in section order, the events).
+	writeHoldWith = `
+WITH answer AS (
+	INSERT INTO idempotency_keys (user_id, operation, key, fingerprint, status_code, response)
+	VALUES ($1, $2, $3, $4, $5, $6) RETURNING 1),
+reservation AS (
+	INSERT INTO reservations (id, event_id, user_id, status, expires_at, total, currency, promo_code)
+	VALUES ($7, $8, $1, 'PENDING_PAYMENT', $9, $10, $11, $12) RETURNING 1),
+wanted AS (SELECT id FROM seats WHERE id = ANY($13) ORDER BY id FOR UPDATE),
+held AS (
+	UPDATE seats s SET status = 'HELD', reservation_id = $7, version = s.version + 1
+	FROM wanted WHERE s.id = wanted.id RETURNING 1),
+items AS (
+	INSERT INTO reservation_items (reservation_id, seat_id, section_id, base_price, surge_bps, discount, price_at_lock, status)
+	SELECT $7, *, 'HELD' FROM unnest($13::bigint[], $14::text[], $15::bigint[], $16::int[], $17::bigint[], $18::bigint[])
+	RETURNING 1),
+counted AS (
+	SELECT o.section_id, o.shard, v.n
+	FROM unnest($19::text[], $20::int[], $21::int[]) v(section_id, shard, n)
+	JOIN section_occupancy o ON o.event_id = $8 AND o.section_id = v.section_id AND o.shard = v.shard
+	ORDER BY o.section_id FOR UPDATE OF o),
+counters AS (
+	UPDATE section_occupancy o SET taken = o.taken + c.n FROM counted c
+	WHERE o.event_id = $8 AND o.section_id = c.section_id AND o.shard = c.shard RETURNING 1),
+events AS (
+	INSERT INTO outbox (kind, aggregate_id, payload)
+	SELECT $22, $8, p::jsonb FROM unnest($23::text[]) p RETURNING 1)`
 
-	insertHoldReservation = `INSERT INTO reservations (id, event_id, user_id, status, expires_at, total, currency, promo_code)
-VALUES ($1, $2, $3, 'PENDING_PAYMENT', $4, $5, $6, $7)`
+	writeHoldSQL = writeHoldWith + `
+SELECT (SELECT count(*) FROM answer), (SELECT count(*) FROM reservation), (SELECT count(*) FROM held),
+       (SELECT count(*) FROM items), (SELECT count(*) FROM counters), (SELECT count(*) FROM events)`
 
-	holdSeatRows = `
-WITH wanted AS (SELECT id FROM seats WHERE id = ANY($2) ORDER BY id FOR UPDATE)
-UPDATE seats s SET status = 'HELD', reservation_id = $1, version = s.version + 1
-FROM wanted WHERE s.id = wanted.id`
-
-	insertHoldItems = `INSERT INTO reservation_items (reservation_id, seat_id, section_id, base_price, surge_bps, discount, price_at_lock, status)
-SELECT $1, *, 'HELD' FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::int[], $6::bigint[], $7::bigint[])`
-
-	usePromotion = `UPDATE promotions SET used = used + 1 WHERE event_id = $1 AND code = $2`
-
-	insertPromotionUse = `INSERT INTO promotion_uses (event_id, code, user_id, reservation_id) VALUES ($1, $2, $3, $4)`
+	// writeHoldPromoSQL also takes a use of the promotion $12: its cap
+	// and the one use per user are constraints.
+	writeHoldPromoSQL = writeHoldWith + `,
+promotion AS (UPDATE promotions SET used = used + 1 WHERE event_id = $8 AND code = $12 RETURNING 1),
+promotion_use AS (INSERT INTO promotion_uses (event_id, code, user_id, reservation_id) VALUES ($8, $12, $1, $7) RETURNING 1)
+SELECT (SELECT count(*) FROM answer), (SELECT count(*) FROM reservation), (SELECT count(*) FROM held),
+       (SELECT count(*) FROM items), (SELECT count(*) FROM promotion), (SELECT count(*) FROM promotion_use),
+       (SELECT count(*) FROM counters), (SELECT count(*) FROM events)`
 )
 
-// queueHold adds the hold's writes to b.
+// queueHold adds the hold's writes to b: one statement.
 func queueHold(b *pgx.Batch, p *pendingHold) error {
 	in := p.in
-	var promoCode *string
-	if p.promo {
-		promoCode = &in.PromoCode
-	}
 	n := len(p.items)
 	ids, secs := make([]int64, n), make([]string, n)
 	bases, surges, discounts, prices := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, it := range p.items {
 		ids[i], secs[i], bases[i], surges[i], discounts[i], prices[i] = it.Seat, it.Section, it.BasePrice, it.SurgeBps, it.Discount, it.Price
 	}
-	b.Queue(insertHoldAnswer, in.User, opHold, in.Key, p.fingerprint, http.StatusCreated, p.body)
-	b.Queue(insertHoldReservation, p.id, in.Event, in.User, p.expiresAt, p.total, p.currency, promoCode)
-	b.Queue(holdSeatRows, p.id, ids)
-	b.Queue(insertHoldItems, p.id, ids, secs, bases, surges, discounts, prices)
-	if p.promo {
-		b.Queue(usePromotion, in.Event, in.PromoCode)
-		b.Queue(insertPromotionUse, in.Event, in.PromoCode, in.User, p.id)
+	perSection := seatsPerSection(p.items)
+	sections := sortedSections(perSection) // the counters' lock order
+	shards, counts, payloads := make([]int32, len(sections)), make([]int32, len(sections)), make([]string, len(sections))
+	for i, sec := range sections {
+		shards[i], counts[i] = int32(rand.IntN(occupancyShards)), int32(perSection[sec])
+		body, err := json.Marshal(InventoryChanged{Event: in.Event, Section: sec})
+		if err != nil {
+			return fmt.Errorf("outbox %s: encode payload: %w", KindInventoryChanged, err)
+		}
+		payloads[i] = string(body)
 	}
-	return queueSectionChanges(b, in.Event, seatsPerSection(p.items), +1)
+	sql, promoCode := writeHoldSQL, (*string)(nil)
+	if p.promo {
+		sql, promoCode = writeHoldPromoSQL, &in.PromoCode
+	}
+	b.Queue(sql, in.User, opHold, in.Key, p.fingerprint, http.StatusCreated, p.body,
+		p.id, in.Event, p.expiresAt, p.total, p.currency, promoCode,
+		ids, secs, bases, surges, discounts, prices,
+		sections, shards, counts, KindInventoryChanged, payloads)
+	return nil
 }
 
 // errKeyTaken says that an identical retry committed the key first: the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/presenced/presenced/store"
 )
 
 // The module's in-process API: the port payments needs from booking, the
@@ -79,6 +80,12 @@ const (
 	// KindPaymentRefunded: the provider returned the money.
 	KindPaymentRefunded = "payment.refunded"
 )
+
+// FulfillmentStream is the Redis stream the outbox relay appends
+// KindOrderPaid events to besides the event stream (the app routes them
+// there): fulfillment reads only its own events, not one of every hold,
+// cancel and inventory change of every module.
+func FulfillmentStream(keys store.Keyspace) string { return keys.Global("outbox").Key("order.paid") }
 
 // OrderPaid is the payload of KindOrderPaid.
 type OrderPaid struct {

@@ -18,13 +18,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
-	"github.com/presenced/presenced/internal/outbox"
 	"github.com/presenced/presenced/payments/ticketcode"
 	"github.com/presenced/presenced/store"
 )
 
-// fulfiller issues the tickets of paid orders. It reads the outbox event
-// stream in a consumer group (each entry goes to one of the workers), and
+// fulfiller issues the tickets of paid orders. It reads the stream of
+// order.paid events (FulfillmentStream) in a consumer group (each entry
+// goes to one of the workers), and
 // dedupes with an inbox row committed with the tickets, so a redelivered
 // event, a relay that published twice or a sweep that raced it is a no-op;
 // one ticket per line is a constraint besides. An order whose fulfillment
@@ -61,13 +61,14 @@ const inboxConsumer = "fulfillment"
 func newFulfiller(d fulfillerDeps) *fulfiller {
 	host, _ := os.Hostname()
 	return &fulfiller{db: d.DB, rdb: d.Redis, booking: d.Booking, sealer: d.Sealer,
-		stream: outbox.Stream(d.Keys), consumer: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), store.NewToken()[:8]),
+		stream: FulfillmentStream(d.Keys), consumer: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), store.NewToken()[:8]),
 		cfg: d.Config, m: d.Metrics, log: d.Log}
 }
 
 // Run consumes until ctx ends: entries other consumers left unacknowledged
 // for claim_idle first, then new ones; and every monitor interval a sweep
-// for paid orders without tickets (the stream may have been trimmed).
+// for paid orders without tickets (the stream may have been trimmed, or an
+// older relay that did not route order.paid may have published it).
 func (f *fulfiller) Run(ctx context.Context) error {
 	lastSweep := time.Time{}
 	for ctx.Err() == nil {

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,4 +193,108 @@ CREATE TRIGGER count_update AFTER UPDATE ON outbox FOR EACH STATEMENT EXECUTE FU
 	require.NoError(t, err)
 	require.Equal(t, 6, n)
 	require.Equal(t, 3, updates())
+}
+
+// freshRelay is a relay on a database of the test's own, so RelayOnce sees
+// only the test's events.
+func freshRelay(t *testing.T) (*Relay, *pgxpool.Pool, string) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = store.Migrate(ctx, pool, store.Migrations(), testenv.Logger())
+	require.NoError(t, err)
+	stream := store.NewKeyspace(testenv.Prefix(t)).Global("outbox").Key("events")
+	r, err := NewRelay(RelayConfig{
+		Pool: pool, Redis: testenv.Redis(t), Stream: stream, StreamMaxLen: 10_000,
+		Batch: 100, PollInterval: time.Second, Retention: time.Hour,
+		Registerer: prometheus.NewRegistry(), Log: testenv.Logger(),
+	})
+	require.NoError(t, err)
+	return r, pool, stream
+}
+
+func addEvents(t *testing.T, pool *pgxpool.Pool, kind string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	for i := 0; i < n; i++ {
+		require.NoError(t, Add(ctx, tx, kind, "agg", map[string]int{"i": i}))
+	}
+	require.NoError(t, tx.Commit(ctx))
+}
+
+// A batch effect is applied once per relayed batch to all the events of its
+// kind in it, in id order; a failing one stops the relay before the first
+// of them, and the events before it go out.
+func TestBatchEffectRunsOncePerBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r, pool, stream := freshRelay(t)
+	var calls atomic.Int64
+	var fail atomic.Bool
+	var seen []int64
+	r.HandleBatch("test.batched", func(_ context.Context, es []Event) error {
+		calls.Add(1)
+		if fail.Load() {
+			return errors.New("cache down")
+		}
+		for _, e := range es {
+			require.Equal(t, "test.batched", e.Kind)
+			seen = append(seen, e.ID)
+		}
+		return nil
+	})
+	addEvents(t, pool, "test.fine", 3)
+	addEvents(t, pool, "test.batched", 40)
+	addEvents(t, pool, "test.fine", 3)
+	n, err := r.RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 46, n)
+	require.EqualValues(t, 1, calls.Load(), "one call for the batch")
+	require.Len(t, seen, 40)
+	require.True(t, slices.IsSorted(seen), "in id order")
+
+	fail.Store(true)
+	addEvents(t, pool, "test.fine", 2)
+	addEvents(t, pool, "test.batched", 2)
+	addEvents(t, pool, "test.fine", 2)
+	n, err = r.RelayOnce(ctx)
+	require.ErrorContains(t, err, "cache down")
+	require.Equal(t, 2, n, "the events before the first of the failing kind went out")
+	l, err := testenv.Redis(t).XLen(ctx, stream).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 48, l)
+	fail.Store(false)
+	n, err = r.RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+}
+
+// A routed kind goes to its own stream as well as to the relay's, so its
+// consumer reads only its events; other kinds do not reach that stream.
+func TestRoutedKindGoesToItsOwnStreamToo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r, pool, stream := freshRelay(t)
+	own := stream + ":routed"
+	r.Route("test.routed", own)
+	addEvents(t, pool, "test.other", 5)
+	addEvents(t, pool, "test.routed", 2)
+	addEvents(t, pool, "test.other", 5)
+	n, err := r.RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 12, n)
+	rdb := testenv.Redis(t)
+	all, err := rdb.XLen(ctx, stream).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 12, all, "every event is in the relay's stream")
+	routed, err := rdb.XRange(ctx, own, "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, routed, 2)
+	for _, e := range routed {
+		require.Equal(t, "test.routed", e.Values["kind"])
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -22,6 +23,13 @@ import (
 // idempotent; an error stops the relay at that event until it succeeds.
 type Handler func(ctx context.Context, e Event) error
 
+// BatchHandler applies the derived effect of several events of one kind at
+// once: all of that kind in a relayed batch, in id order, so an effect that
+// many events share (one seat map dropped for a hundred holds) is applied
+// once. It runs at least once per event and must be idempotent; an error
+// stops the relay before the first of those events until it succeeds.
+type BatchHandler func(ctx context.Context, events []Event) error
+
 // RelayConfig configures a Relay.
 type RelayConfig struct {
 	Pool         *pgxpool.Pool
@@ -38,10 +46,12 @@ type RelayConfig struct {
 // Relay publishes committed outbox rows. Several processes may run it: one
 // at a time holds the relay's advisory lock, the others wait their turn.
 type Relay struct {
-	cfg      RelayConfig
-	mu       sync.Mutex
-	handlers map[string][]Handler
-	m        *relayMetrics
+	cfg           RelayConfig
+	mu            sync.Mutex
+	handlers      map[string][]Handler
+	batchHandlers map[string][]BatchHandler
+	routes        map[string][]string // kind -> streams besides cfg.Stream
+	m             *relayMetrics
 }
 
 // NewRelay checks cfg and registers the relay's metrics.
@@ -56,7 +66,8 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	return &Relay{cfg: cfg, handlers: map[string][]Handler{}, m: m}, nil
+	return &Relay{cfg: cfg, handlers: map[string][]Handler{}, batchHandlers: map[string][]BatchHandler{},
+		routes: map[string][]string{}, m: m}, nil
 }
 
 // Handle registers a derived effect for events of kind.
@@ -64,6 +75,24 @@ func (r *Relay) Handle(kind string, h Handler) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.handlers[kind] = append(r.handlers[kind], h)
+}
+
+// HandleBatch registers a derived effect applied once per batch to all
+// events of kind in it.
+func (r *Relay) HandleBatch(kind string, h BatchHandler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batchHandlers[kind] = append(r.batchHandlers[kind], h)
+}
+
+// Route appends events of kind to stream as well as to the relay's own
+// stream, in the same pipeline: a consumer that wants only those events
+// reads them there instead of reading, and acknowledging, every event of
+// every module.
+func (r *Relay) Route(kind, stream string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.routes[kind] = append(r.routes[kind], stream)
 }
 
 const lockName = "outbox.relay"
@@ -163,6 +192,10 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			break
 		}
 	}
+	if i, err := r.batchEffects(ctx, ready); err != nil {
+		pubErr = errors.Join(pubErr, fmt.Errorf("event %d (%s): %w", ready[i].ID, ready[i].Kind, err))
+		ready = ready[:i]
+	}
 	n, err := r.append(ctx, ready)
 	if err != nil {
 		pubErr = errors.Join(pubErr, err)
@@ -200,31 +233,76 @@ func (r *Relay) effects(ctx context.Context, e Event) error {
 	return nil
 }
 
-// append adds events to the stream in one pipelined round trip, in order,
-// and returns how many of them, from the first, are known to be in it.
+// batchEffects runs the batch handlers of every kind in events, kinds in
+// the order they first appear. On an error it returns the index of the
+// first event of the failing kind: the events before it may go out.
+func (r *Relay) batchEffects(ctx context.Context, events []Event) (int, error) {
+	r.mu.Lock()
+	handlers := make(map[string][]BatchHandler, len(r.batchHandlers))
+	for k, hs := range r.batchHandlers {
+		handlers[k] = slices.Clone(hs)
+	}
+	r.mu.Unlock()
+	var kinds []string
+	byKind := map[string][]Event{}
+	first := map[string]int{}
+	for i, e := range events {
+		if len(handlers[e.Kind]) == 0 {
+			continue
+		}
+		if _, ok := byKind[e.Kind]; !ok {
+			kinds = append(kinds, e.Kind)
+			first[e.Kind] = i
+		}
+		byKind[e.Kind] = append(byKind[e.Kind], e)
+	}
+	failed, stop := len(events), error(nil)
+	for _, k := range kinds {
+		for _, h := range handlers[k] {
+			if err := h(ctx, byKind[k]); err != nil && first[k] < failed {
+				failed, stop = first[k], fmt.Errorf("derived effect: %w", err)
+			}
+		}
+	}
+	if stop != nil {
+		return failed, stop
+	}
+	return 0, nil
+}
+
+// append adds events to the stream, and routed kinds to their own streams
+// too, in one pipelined round trip, in order, and returns how many of the
+// events, from the first, are known to be in every stream they go to.
 func (r *Relay) append(ctx context.Context, events []Event) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
+	streams := make([][]string, len(events))
+	r.mu.Lock()
+	for i, e := range events {
+		streams[i] = append([]string{r.cfg.Stream}, r.routes[e.Kind]...)
+	}
+	r.mu.Unlock()
+	owner := make([]int, 0, len(events)) // the event of each queued command
 	cmds, err := r.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, e := range events {
-			p.XAdd(ctx, &redis.XAddArgs{
-				Stream: r.cfg.Stream,
-				MaxLen: r.cfg.StreamMaxLen,
-				Approx: true,
-				Values: map[string]any{
-					"id":        strconv.FormatInt(e.ID, 10),
-					"kind":      e.Kind,
-					"aggregate": e.AggregateID,
-					"payload":   string(e.Payload),
-					"createdAt": e.CreatedAt.UTC().Format(time.RFC3339Nano),
-				},
-			})
+		for i, e := range events {
+			values := map[string]any{
+				"id":        strconv.FormatInt(e.ID, 10),
+				"kind":      e.Kind,
+				"aggregate": e.AggregateID,
+				"payload":   string(e.Payload),
+				"createdAt": e.CreatedAt.UTC().Format(time.RFC3339Nano),
+			}
+			for _, stream := range streams[i] {
+				p.XAdd(ctx, &redis.XAddArgs{Stream: stream, MaxLen: r.cfg.StreamMaxLen, Approx: true, Values: values})
+				owner = append(owner, i)
+			}
 		}
 		return nil
 	})
-	for i, c := range cmds {
+	for j, c := range cmds {
 		if c.Err() != nil {
+			i := owner[j]
 			return i, fmt.Errorf("event %d (%s): append to stream: %w", events[i].ID, events[i].Kind, c.Err())
 		}
 	}
