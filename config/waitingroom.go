@@ -20,6 +20,9 @@ type Waitingroom struct {
 	TickLeaseTTL time.Duration `yaml:"tick_lease_ttl"`
 	// CleanupLimit bounds the abandoned entries one tick removes.
 	CleanupLimit int `yaml:"cleanup_limit"`
+	// SweepLimit bounds the entries one tick's sweep reads looking for
+	// abandoned ones: the whole line is walked every len/SweepLimit ticks.
+	SweepLimit int `yaml:"sweep_limit"`
 	// PositionInterval is how often the admit plane re-reads the positions of
 	// its sockets (refreshing their heartbeats); a frame goes out when the
 	// position changed or KeepaliveInterval passed without one.
@@ -59,6 +62,7 @@ func defaultWaitingroom() Waitingroom {
 		TickShards:              16,
 		TickLeaseTTL:            3 * time.Second,
 		CleanupLimit:            1000,
+		SweepLimit:              10000,
 		PositionInterval:        5 * time.Second,
 		KeepaliveInterval:       5 * time.Second,
 		PassTTL:                 5 * time.Minute,
@@ -99,6 +103,9 @@ func (w Waitingroom) validate(bad badFunc) {
 	}
 	if w.CleanupLimit < 1 || w.CleanupLimit > 100000 {
 		bad("waitingroom.cleanup_limit", "must be within 1..100000")
+	}
+	if w.SweepLimit < w.CleanupLimit || w.SweepLimit > 1000000 {
+		bad("waitingroom.sweep_limit", "must be within waitingroom.cleanup_limit..1000000")
 	}
 	if w.DefaultCapacity < 0 {
 		bad("waitingroom.default_capacity", "must not be negative")

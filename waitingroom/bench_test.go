@@ -74,7 +74,7 @@ func BenchmarkTickMillionQueue(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			n, _ := bb.rdb.ZCard(ctx, keysOf(bb.keys, "ev").queue).Result()
+			n, _ := bb.rdb.ZCard(ctx, keysOf(bb.keys, "ev").line).Result()
 			b.ReportMetric(float64(n), "queued-at-end")
 			_ = bb.rdb.Del(ctx, keysOf(bb.keys, "ev").all()...).Err()
 		})
@@ -82,8 +82,8 @@ func BenchmarkTickMillionQueue(b *testing.B) {
 }
 
 // BenchmarkMemoryPerQueuedUser fills a line with 1,000,000 entries as joins
-// leave them (queue + heartbeat index) and reports Redis's own figures:
-// MEMORY USAGE (exact, SAMPLES 0) of both keys, and the used_memory
+// leave them (one sorted set: place and heartbeat) and reports Redis's own
+// figures: MEMORY USAGE (exact, SAMPLES 0) of the line, and the used_memory
 // difference from INFO memory. Run with -benchtime 1x.
 func BenchmarkMemoryPerQueuedUser(b *testing.B) {
 	for _, c := range []struct {
@@ -101,7 +101,7 @@ func BenchmarkMemoryPerQueuedUser(b *testing.B) {
 			after := usedMemory(b, rdb)
 			k := keysOf(bb.keys, "ev")
 			var exact int64
-			for _, key := range []string{k.queue, k.heartbeats} {
+			for _, key := range []string{k.line} {
 				v, err := rdb.Do(ctx, "MEMORY", "USAGE", key, "SAMPLES", "0").Int64()
 				require.NoError(b, err)
 				exact += v
@@ -129,22 +129,19 @@ func fill(tb testing.TB, bb *bundle, event string, n int, id func(int) string, s
 	tb.Helper()
 	ctx := context.Background()
 	k := keysOf(bb.keys, event)
-	now := float64(time.Now().UnixMilli())
+	now := time.Now().Unix()
 	if stale {
-		now -= float64(time.Hour.Milliseconds())
+		now -= int64(time.Hour.Seconds())
 	}
 	const per = 1000
 	for start := 0; start < n; start += 50 * per {
 		_, err := bb.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for c := start; c < min(start+50*per, n); c += per {
 				q := make([]redis.Z, 0, per)
-				h := make([]redis.Z, 0, per)
 				for i := c; i < min(c+per, n); i++ {
-					q = append(q, redis.Z{Score: float64(i + 1), Member: id(i)})
-					h = append(h, redis.Z{Score: now, Member: id(i)})
+					q = append(q, redis.Z{Score: entryScore(int64(i+1), now), Member: id(i)})
 				}
-				p.ZAdd(ctx, k.queue, q...)
-				p.ZAdd(ctx, k.heartbeats, h...)
+				p.ZAdd(ctx, k.line, q...)
 			}
 			return nil
 		})

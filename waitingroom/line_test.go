@@ -123,7 +123,7 @@ func TestAbandonedHeadIsNeverAdmitted(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, exp.IsZero(), "%s was admitted", u)
 		}
-		n, err := rdb.ZCard(context.Background(), keysOf(b.keys, "ev").queue).Result()
+		n, err := rdb.ZCard(context.Background(), keysOf(b.keys, "ev").line).Result()
 		require.NoError(t, err)
 		require.Zero(t, n)
 	})
@@ -229,13 +229,13 @@ func TestLotteryShufflesExactlyThePreOpenCohort(t *testing.T) {
 		}
 		require.NoError(t, <-done)
 		require.NoError(t, <-done)
-		before, err := rdb.ZRangeWithScores(ctx, keysOf(b.keys, "ev").queue, 0, -1).Result()
+		before, err := rdb.ZRangeWithScores(ctx, keysOf(b.keys, "ev").line, 0, -1).Result()
 		require.NoError(t, err)
 		n, finished, err := b.line.Draw(ctx, "ev", []int64{1, 2, 3})
 		require.NoError(t, err)
 		require.True(t, finished)
 		require.Zero(t, n, "a finished draw never runs again")
-		after, err := rdb.ZRangeWithScores(ctx, keysOf(b.keys, "ev").queue, 0, -1).Result()
+		after, err := rdb.ZRangeWithScores(ctx, keysOf(b.keys, "ev").line, 0, -1).Result()
 		require.NoError(t, err)
 		require.Equal(t, before, after)
 		for _, z := range before[:len(cohort)] {

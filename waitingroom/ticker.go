@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -192,6 +191,7 @@ func (t *admissionTicker) TickEvent(ctx context.Context, event string) (tickResu
 	r, err := t.line.Tick(tctx, event, tickOptions{
 		MinGap:       t.cfg.TickInterval / 2,
 		CleanupLimit: t.cfg.CleanupLimit,
+		SweepLimit:   t.cfg.SweepLimit,
 		OutageGap:    2*t.cfg.TickLeaseTTL + t.cfg.TickInterval,
 		Window:       t.cfg.ETAWindow,
 	})
@@ -241,7 +241,7 @@ func (t *admissionTicker) draw(ctx context.Context, event string) {
 	total := 0
 	for ctx.Err() == nil {
 		for i := range keys {
-			keys[i] = rand.Int64N(1<<52) + 1
+			keys[i] = randomDrawKey()
 		}
 		dctx, cancel := context.WithTimeout(ctx, t.cfg.StoreTimeout)
 		n, done, err := t.line.Draw(dctx, event, keys)
