@@ -235,8 +235,8 @@ func (l *lineStore) Leave(ctx context.Context, event, user string) error {
 // tickOptions are the worker's side of a tick.
 type tickOptions struct {
 	MinGap       time.Duration // ticks of one event closer than this are skipped
-	CleanupLimit int // abandoned entries removed per tick at most
-	SweepLimit   int // entries whose heartbeat one tick's sweep reads
+	CleanupLimit int           // abandoned entries removed per tick at most
+	SweepLimit   int           // entries whose heartbeat one tick's sweep reads
 	OutageGap    time.Duration // a gap this long credits heartbeats
 	Window       time.Duration // span of the admission-rate estimate
 }
