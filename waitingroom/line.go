@@ -57,6 +57,10 @@ type eventKeys struct {
 	ticks    string // sorted set: per-tick admissions and abandonments
 	joins    string // sorted set: sequence -> when it was reached, ms
 	topic    string // channel: users admitted by a tick
+	// The layout before the line (two sorted sets per event), emptied into
+	// the line during a rolling upgrade: see lua/entry.lua.
+	oldQueue string // user -> sequence (drawn lottery entries: a key < 0)
+	oldBeats string // user -> last heartbeat, ms
 }
 
 func keysOf(ks store.Keyspace, event string) eventKeys {
@@ -64,12 +68,12 @@ func keysOf(ks store.Keyspace, event string) eventKeys {
 	return eventKeys{
 		line: e.Key("line"), leases: e.Key("act"), sequence: e.Key("seq"),
 		settings: e.Key("cfg"), state: e.Key("st"), ticks: e.Key("tl"), joins: e.Key("jt"),
-		topic: e.Key("admitted"),
+		topic: e.Key("admitted"), oldQueue: e.Key("q"), oldBeats: e.Key("hb"),
 	}
 }
 
 func (k eventKeys) all() []string {
-	return []string{k.line, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins}
+	return []string{k.line, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins, k.oldQueue, k.oldBeats}
 }
 
 // lineStore keeps the waiting rooms of every event in Redis.
@@ -125,7 +129,7 @@ func (l *lineStore) Status(ctx context.Context, event, user string) (roomState, 
 
 func (l *lineStore) place(ctx context.Context, event, user, mode string) (roomState, placeInLine, error) {
 	k := keysOf(l.keys, event)
-	res, err := joinScript.Run(ctx, l.rdb, []string{k.line, k.leases, k.sequence, k.settings, k.state}, user, mode).Slice()
+	res, err := joinScript.Run(ctx, l.rdb, []string{k.line, k.leases, k.sequence, k.settings, k.state, k.oldQueue, k.oldBeats}, user, mode).Slice()
 	if err != nil {
 		return roomState{}, placeInLine{}, fmt.Errorf("waitingroom %s: %w", mode, err)
 	}
@@ -188,7 +192,7 @@ func (l *lineStore) Places(ctx context.Context, event string, users []string) (r
 	for i, u := range users {
 		args[i] = u
 	}
-	res, err := positionsScript.Run(ctx, l.rdb, []string{k.line, k.leases, k.settings, k.state}, args...).Slice()
+	res, err := positionsScript.Run(ctx, l.rdb, []string{k.line, k.leases, k.settings, k.state, k.oldQueue, k.oldBeats}, args...).Slice()
 	if err != nil {
 		return roomState{}, nil, fmt.Errorf("waitingroom positions: %w", err)
 	}
@@ -223,6 +227,8 @@ func (l *lineStore) Leave(ctx context.Context, event, user string) error {
 	k := keysOf(l.keys, event)
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZRem(ctx, k.line, user)
+		p.ZRem(ctx, k.oldQueue, user)
+		p.ZRem(ctx, k.oldBeats, user)
 		p.ZRem(ctx, k.leases, user)
 		return nil
 	})
@@ -258,7 +264,7 @@ type tickResult struct {
 func (l *lineStore) Tick(ctx context.Context, event string, o tickOptions) (tickResult, error) {
 	k := keysOf(l.keys, event)
 	res, err := tickScript.Run(ctx, l.rdb,
-		[]string{k.line, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins},
+		[]string{k.line, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins, k.oldQueue, k.oldBeats},
 		o.MinGap.Milliseconds(), o.CleanupLimit, o.OutageGap.Milliseconds(), o.Window.Milliseconds(), o.SweepLimit).Slice()
 	if err != nil {
 		return tickResult{}, fmt.Errorf("waitingroom tick %s: %w", event, err)
@@ -290,7 +296,7 @@ func (l *lineStore) Draw(ctx context.Context, event string, keys []int64) (int, 
 	for i, v := range keys {
 		args[i] = v
 	}
-	res, err := drawScript.Run(ctx, l.rdb, []string{k.line, k.settings, k.state}, args...).Slice()
+	res, err := drawScript.Run(ctx, l.rdb, []string{k.line, k.settings, k.state, k.oldQueue}, args...).Slice()
 	if err != nil {
 		return 0, false, fmt.Errorf("waitingroom draw %s: %w", event, err)
 	}

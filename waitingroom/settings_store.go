@@ -172,7 +172,7 @@ type Stats struct {
 // Stats reads event's live figures.
 func (l *lineStore) Stats(ctx context.Context, event string) (Stats, error) {
 	k := keysOf(l.keys, event)
-	res, err := statsScript.Run(ctx, l.rdb, []string{k.line, k.leases, k.state, k.ticks, k.joins, k.settings}, time.Minute.Milliseconds()).Slice()
+	res, err := statsScript.Run(ctx, l.rdb, []string{k.line, k.leases, k.state, k.ticks, k.joins, k.settings, k.oldQueue}, time.Minute.Milliseconds()).Slice()
 	if err != nil {
 		return Stats{}, fmt.Errorf("waitingroom stats: %w", err)
 	}
@@ -198,12 +198,13 @@ func (l *lineStore) Stats(ctx context.Context, event string) (Stats, error) {
 	return s, nil
 }
 
-// MemoryUsage is Redis's estimate of the bytes held by event's line
+// MemoryUsage is Redis's estimate of the bytes held by event's line, and
+// by the old layout's queue and heartbeats while an upgrade empties them
 // (sampled for big sets).
 func (l *lineStore) MemoryUsage(ctx context.Context, event string) (int64, error) {
 	k := keysOf(l.keys, event)
 	var total int64
-	for _, key := range []string{k.line} {
+	for _, key := range []string{k.line, k.oldQueue, k.oldBeats} {
 		n, err := l.rdb.MemoryUsage(ctx, key).Result()
 		if errors.Is(err, redis.Nil) {
 			continue

@@ -7,7 +7,11 @@
 -- fewer entries than keys. Two equal keys (rare among 2^32) tie, and their
 -- entries sort by heartbeat and id: still in a random place each.
 --
--- KEYS: 1 line, 2 settings, 3 state
+-- While the old layout's queue (entry.lua) still holds people, the draw
+-- waits (answers done without drawing): the tick moves them into the line
+-- first, so every cohort entry is drawn.
+--
+-- KEYS: 1 line, 2 settings, 3 state, 4 old-layout queue
 -- ARGV: random keys, each in [1, 2^32 - 1]
 -- Returns {drawn in this step, done (1/0)}.
 local now = nowms()
@@ -15,6 +19,9 @@ local cfg = redis.call('HMGET', KEYS[2], 'open', 'mode')
 local st = redis.call('HMGET', KEYS[3], 'drawn', 'cmax')
 local open = tonumber(cfg[1]) or 0
 if st[1] == '1' or cfg[2] ~= 'lottery' or open == 0 or now < open then
+  return {0, 1}
+end
+if redis.call('EXISTS', KEYS[4]) == 1 then
   return {0, 1}
 end
 local cmax = tonumber(st[2]) or 0

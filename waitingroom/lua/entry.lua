@@ -59,3 +59,60 @@ local function zremAll(key, members)
   end
   return n
 end
+
+-- The layout before this one kept two sorted sets, the queue (user ->
+-- sequence, or a drawn key in [-2^52, -1]) and the heartbeats (user -> ms).
+-- During a rolling upgrade both can hold people: whatever touches an entry
+-- still in them moves it into the line, keeping its place, and every tick
+-- moves a bounded slice from their head (legacy.lua's caller decides).
+local LEGACY_DRAWN = 1048576 -- 2^20: old drawn keys shrink into places
+
+-- legacyPlace is the place of an old queue score (order preserved).
+local function legacyPlace(score)
+  local s = tonumber(score)
+  if s > 0 then
+    return s
+  end
+  return -math.floor((-s - 1) / LEGACY_DRAWN) - 1
+end
+
+-- legacyAhead: the old-layout entries still ahead of place.
+local function legacyAhead(queue, place)
+  local below = place
+  if place < 0 then
+    below = place * LEGACY_DRAWN
+  end
+  return redis.call('ZCOUNT', queue, '-inf', '(' .. fmt(below))
+end
+
+-- adopt moves users (with their old scores) from the old queue and
+-- heartbeats into the line and answers how many were abandoned (no
+-- heartbeat, or silent past limitSec; someone asking for their place, with
+-- limitSec math.huge, is alive). A user already in the line keeps the
+-- better place (an old binary may have queued them again at the back).
+local function adopt(queue, beats, line, users, scores, nowSec, limitSec)
+  if #users == 0 then
+    return 0
+  end
+  local seen = redis.call('ZMSCORE', beats, unpack(users))
+  local moved, gone = {}, 0
+  for i, user in ipairs(users) do
+    local at = tonumber(seen[i])
+    local sec = at and math.floor(at / 1000)
+    if not sec and limitSec == math.huge then
+      sec = nowSec
+    end
+    if sec and nowSec - sec <= limitSec then
+      moved[#moved + 1] = pack(legacyPlace(scores[i]), sec)
+      moved[#moved + 1] = user
+    else
+      gone = gone + 1
+    end
+  end
+  zremAll(queue, users)
+  zremAll(beats, users)
+  for i = 1, #moved, 1000 do
+    redis.call('ZADD', line, 'LT', unpack(moved, i, math.min(i + 999, #moved)))
+  end
+  return gone
+end

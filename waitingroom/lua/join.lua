@@ -3,7 +3,8 @@
 -- existing place (rejoining never sends anyone back), take a sequence number
 -- only for a new entry, refresh the heartbeat, and answer the rank.
 --
--- KEYS: 1 line, 2 leases, 3 sequence, 4 settings, 5 state
+-- KEYS: 1 line, 2 leases, 3 sequence, 4 settings, 5 state, 6 old-layout
+--       queue, 7 old-layout heartbeats (entry.lua)
 -- ARGV: 1 user, 2 "join" or "status"
 -- Returns {kind, value, place, now, capacity, batch, lease, open, mode,
 --          paused, rate, drawn, cohort}; kind is "none" (no such waiting room),
@@ -30,6 +31,14 @@ end
 
 local place
 local score = redis.call('ZSCORE', KEYS[1], user)
+if not score then
+  -- Queued by a binary of the old layout: the place moves over.
+  local old = redis.call('ZSCORE', KEYS[6], user)
+  if old then
+    adopt(KEYS[6], KEYS[7], KEYS[1], {user}, {old}, math.floor(now / 1000), math.huge)
+    score = redis.call('ZSCORE', KEYS[1], user)
+  end
+end
 if score then
   place = placeOf(score)
 else
@@ -52,4 +61,4 @@ local beat = pack(place, math.floor(now / 1000))
 if beat ~= score then
   redis.call('ZADD', KEYS[1], beat, user)
 end
-return answer('queued', redis.call('ZRANK', KEYS[1], user), fmt(place))
+return answer('queued', redis.call('ZRANK', KEYS[1], user) + legacyAhead(KEYS[6], place), fmt(place))

@@ -2,7 +2,8 @@
 -- refresh each queued user's heartbeat (the socket is alive) and answer its
 -- rank, or its lease when admitted.
 --
--- KEYS: 1 line, 2 leases, 3 settings, 4 state
+-- KEYS: 1 line, 2 leases, 3 settings, 4 state, 5 old-layout queue,
+--       6 old-layout heartbeats (entry.lua)
 -- ARGV: users
 -- Returns {now, capacity, batch, lease, open, mode, paused, rate, drawn, cohort,
 --          then per user: kind, value, place}; kind 1 queued (value: rank),
@@ -24,6 +25,24 @@ local out = {now, cfg[1], cfg[2], cfg[3], cfg[4] or '0', cfg[5] or 'fifo', cfg[6
 local leases = redis.call('ZMSCORE', KEYS[2], unpack(ARGV))
 local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV))
 local sec = math.floor(now / 1000)
+-- Sockets of people queued by a binary of the old layout: their places
+-- move over. The old queue is gone once the upgrade finished, and this
+-- costs one lookup.
+local legacy = redis.call('EXISTS', KEYS[5]) == 1
+if legacy then
+  local olds = redis.call('ZMSCORE', KEYS[5], unpack(ARGV))
+  local users, found = {}, {}
+  for i, user in ipairs(ARGV) do
+    if not leases[i] and not scores[i] and olds[i] then
+      users[#users + 1] = user
+      found[#found + 1] = olds[i]
+    end
+  end
+  if #users > 0 then
+    adopt(KEYS[5], KEYS[6], KEYS[1], users, found, sec, math.huge)
+    scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV))
+  end
+end
 local due = tonumber(cfg[7]) / 4
 local beats = {}
 for i, user in ipairs(ARGV) do
@@ -38,7 +57,11 @@ for i, user in ipairs(ARGV) do
       beats[#beats + 1] = user
     end
     out[#out + 1] = 1
-    out[#out + 1] = redis.call('ZRANK', KEYS[1], user)
+    local rank = redis.call('ZRANK', KEYS[1], user)
+    if legacy then
+      rank = rank + legacyAhead(KEYS[5], place)
+    end
+    out[#out + 1] = rank
     out[#out + 1] = fmt(place)
   else
     out[#out + 1] = 0

@@ -21,8 +21,13 @@
 -- credited to everyone for one heartbeat timeout, so people who kept their
 -- sockets open are not dropped for Redis's silence.
 --
+-- During a rolling upgrade from the layout of two sorted sets (entry.lua),
+-- each tick first moves up to ARGV[5] entries from the old queue's head
+-- into the line, and admits nobody from behind the old queue's head until
+-- it is empty: first in, first out across both.
+--
 -- KEYS: 1 line, 2 leases, 3 sequence, 4 settings, 5 state, 6 tick log,
---       7 join-time index
+--       7 join-time index, 8 old-layout queue, 9 old-layout heartbeats
 -- ARGV: 1 min gap between ticks ms, 2 cleanup bound, 3 outage gap ms,
 --       4 estimate window ms, 5 sweep bound
 -- Returns {status, now, capacity, active, queued, abandoned, admitted users,
@@ -60,8 +65,30 @@ local function abandonedEntry(score)
   return silence(score, sec) > limit
 end
 
--- The sweep, from the score it stopped after (exclusive) to the end.
 local cleanupBound, sweepBound = tonumber(ARGV[2]), tonumber(ARGV[5])
+local abandoned = 0
+
+-- Entries queued by a binary of the old layout move over, oldest first.
+local ceiling = '+inf'
+if redis.call('EXISTS', KEYS[8]) == 1 then
+  local olds = redis.call('ZRANGE', KEYS[8], 0, sweepBound - 1, 'WITHSCORES')
+  for i = 1, #olds, 2000 do
+    local users, scores = {}, {}
+    for j = i, math.min(i + 1999, #olds), 2 do
+      users[#users + 1] = olds[j]
+      scores[#scores + 1] = olds[j + 1]
+    end
+    abandoned = abandoned + adopt(KEYS[8], KEYS[9], KEYS[1], users, scores, sec, limit)
+  end
+  local head = redis.call('ZRANGE', KEYS[8], 0, 0, 'WITHSCORES')
+  if head[2] then
+    ceiling = '(' .. pack(legacyPlace(head[2]), 0)
+  end
+elseif redis.call('EXISTS', KEYS[9]) == 1 then
+  redis.call('DEL', KEYS[9]) -- heartbeats of nobody in the old queue
+end
+
+-- The sweep, from the score it stopped after (exclusive) to the end.
 local from = st[7]
 if not from or from == '' then
   from = '-inf'
@@ -77,7 +104,7 @@ for i = 1, #walked, 2 do
     end
   end
 end
-local abandoned = zremAll(KEYS[1], stale)
+abandoned = abandoned + zremAll(KEYS[1], stale)
 if stop and (#stale >= cleanupBound or #walked >= 2 * sweepBound) then
   redis.call('HSET', KEYS[5], 'sweep', '(' .. stop)
 else
@@ -132,7 +159,18 @@ if status == 'ok' then
   while #admitted < want and budget > 0 do
     -- Pop in slices of at most 1000 (Lua's unpack limit); each candidate's
     -- heartbeat comes with it in its score.
-    local popped = redis.call('ZPOPMIN', KEYS[1], math.min(want - #admitted, budget, 1000))
+    local n = math.min(want - #admitted, budget, 1000)
+    local popped
+    if ceiling == '+inf' then
+      popped = redis.call('ZPOPMIN', KEYS[1], n)
+    else
+      popped = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ceiling, 'WITHSCORES', 'LIMIT', 0, n)
+      local users = {}
+      for i = 1, #popped, 2 do
+        users[#users + 1] = popped[i]
+      end
+      zremAll(KEYS[1], users)
+    end
     if #popped == 0 then
       break
     end
@@ -164,10 +202,13 @@ if status == 'ok' then
   end
 end
 
--- Trim the join-time index below the oldest sequence still in line.
+-- Trim the join-time index below the oldest sequence still in line (once
+-- the old layout's queue, which may hold older ones, is empty).
 local lo = placeRange(1, 1)
 local head = redis.call('ZRANGEBYSCORE', KEYS[1], lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-if head[2] then
+if ceiling ~= '+inf' then
+  -- keep every record
+elseif head[2] then
   redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', '(' .. fmt(placeOf(head[2])))
 else
   redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', '(' .. seq)
@@ -192,5 +233,6 @@ if status == 'ok' then
   redis.call('HSET', KEYS[5], 'rate', string.format('%.4f', sum * 1000 / span))
 end
 
-local out = {status, now, capacity, redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[1]), abandoned, admitted, waits}
+local queued = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[8])
+local out = {status, now, capacity, redis.call('ZCARD', KEYS[2]), queued, abandoned, admitted, waits}
 return out
