@@ -117,6 +117,33 @@ func BenchmarkMemoryPerQueuedUser(b *testing.B) {
 	}
 }
 
+// BenchmarkMemoryJoined100k puts 100,000 users with 36-byte ids in line
+// through the join script and reports the bytes per queued user from INFO
+// used_memory (before and after) and from MEMORY USAGE of every key of the
+// room. Run alone, with -benchtime 1x, on a Redis of its own
+// (PRESENCED_TEST_REDIS_URL), so nothing else moves used_memory.
+func BenchmarkMemoryJoined100k(b *testing.B) {
+	const n = 100_000
+	rdb := testenv.Redis(b)
+	bb := setup(b, rdb, nil)
+	bb.openRoom(b, "ev", Settings{Paused: true})
+	empty := eventMemory(b, rdb, bb, "ev")
+	before := usedMemory(b, rdb)
+	joinAll(b, bb, "ev", n, userID36)
+	after := usedMemory(b, rdb)
+	exact := eventMemory(b, rdb, bb, "ev") - empty
+	ctx := context.Background()
+	for iter := rdb.Scan(ctx, 0, bb.keys.Entity("wr", "ev").String()+"*", 100).Iterator(); iter.Next(ctx); {
+		v, _ := rdb.Do(ctx, "MEMORY", "USAGE", iter.Val(), "SAMPLES", "0").Int64()
+		b.Logf("MEMORY USAGE %s: %d B", iter.Val(), v)
+	}
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(exact)/n, "bytes/user(MEMORY-USAGE)")
+	b.ReportMetric(float64(after-before)/n, "bytes/user(INFO-used_memory)")
+	_ = rdb.Del(ctx, keysOf(bb.keys, "ev").all()...).Err()
+}
+
 func userID12(i int) string { return fmt.Sprintf("user-%07d", i) }
 
 func userID36(i int) string {

@@ -29,23 +29,7 @@ func TestQueuedUserCostsAtMost200Bytes(t *testing.T) {
 	ctx := context.Background()
 	empty := eventMemory(t, rdb, b, "ev")
 
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += 8 {
-				if _, _, err := b.line.Join(ctx, "ev", userID36(i)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	require.NoError(t, <-errs)
+	joinAll(t, b, "ev", n, userID36)
 	require.Equal(t, "paused", b.tick(t, "ev").Status)
 	users := make([]string, placesChunk)
 	for i := range users {
@@ -76,4 +60,27 @@ func eventMemory(t testing.TB, rdb redis.UniversalClient, b *bundle, event strin
 	}
 	require.NoError(t, iter.Err())
 	return total
+}
+
+// joinAll puts n users in event's line through the join script, eight at a
+// time.
+func joinAll(tb testing.TB, b *bundle, event string, n int, id func(int) string) {
+	tb.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 8 {
+				if _, _, err := b.line.Join(context.Background(), event, id(i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	require.NoError(tb, <-errs)
 }
