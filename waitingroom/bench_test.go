@@ -81,6 +81,26 @@ func BenchmarkTickMillionQueue(b *testing.B) {
 	}
 }
 
+// BenchmarkSweepMillionQueue is one tick's sweep of a line of 1,000,000
+// that keeps heartbeating (nothing to remove): waitingroom.sweep_limit
+// entries read in slices of sweepSlice, each its own script call.
+func BenchmarkSweepMillionQueue(b *testing.B) {
+	bb := setup(b, testenv.Redis(b), nil)
+	bb.openRoom(b, "ev", Settings{Paused: true})
+	fill(b, bb, "ev", 1_000_000, userID12, false)
+	ctx := context.Background()
+	opts := bb.tickOptions(0)
+	bb.tick(b, "ev") // the sweep runs once a tick has started the clock
+	b.ResetTimer()
+	for b.Loop() {
+		if n, err := bb.line.Sweep(ctx, "ev", opts); err != nil || n != 0 {
+			b.Fatal(err, n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(opts.SweepLimit), "ns/entry")
+	_ = bb.rdb.Del(ctx, keysOf(bb.keys, "ev").all()...).Err()
+}
+
 // BenchmarkMemoryPerQueuedUser fills a line with 1,000,000 entries as joins
 // leave them (one sorted set: place and heartbeat) and reports Redis's own
 // figures: MEMORY USAGE (exact, SAMPLES 0) of the line, and the used_memory

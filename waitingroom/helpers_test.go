@@ -149,10 +149,20 @@ func (b *bundle) join(t testing.TB, event, user string) placeInLine {
 	return p
 }
 
-// tick runs one tick of event as a worker would, without the period guard.
+// tick sweeps and runs one tick of event as a worker would, without the
+// period guard.
 func (b *bundle) tick(t testing.TB, event string) tickResult {
 	t.Helper()
-	r, err := b.line.Tick(context.Background(), event, b.tickOptions(0))
+	return b.tickWith(t, event, b.tickOptions(0))
+}
+
+// tickWith sweeps and ticks event with o.
+func (b *bundle) tickWith(t testing.TB, event string, o tickOptions) tickResult {
+	t.Helper()
+	swept, err := b.line.Sweep(context.Background(), event, o)
+	require.NoError(t, err)
+	o.Swept = swept
+	r, err := b.line.Tick(context.Background(), event, o)
 	require.NoError(t, err)
 	return r
 }

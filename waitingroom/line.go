@@ -25,6 +25,8 @@ var (
 	tickLua string
 	//go:embed lua/draw.lua
 	drawLua string
+	//go:embed lua/sweep.lua
+	sweepLua string
 	//go:embed lua/stats.lua
 	statsLua string
 	//go:embed lua/lease_check.lua
@@ -38,6 +40,7 @@ var (
 	positionsScript   = store.NewScript("waitingroom_positions", entryLua+positionsLua)
 	tickScript        = store.NewScript("waitingroom_tick", entryLua+tickLua)
 	drawScript        = store.NewScript("waitingroom_draw", entryLua+drawLua)
+	sweepScript       = store.NewScript("waitingroom_sweep", entryLua+sweepLua)
 	statsScript       = store.NewScript("waitingroom_stats", entryLua+statsLua)
 	leaseCheckScript  = store.NewScript("waitingroom_lease_check", leaseCheckLua)
 	leaseExtendScript = store.NewScript("waitingroom_lease_extend", leaseExtendLua)
@@ -243,6 +246,9 @@ type tickOptions struct {
 	MinGap       time.Duration // ticks of one event closer than this are skipped
 	CleanupLimit int           // abandoned entries removed per tick at most
 	SweepLimit   int           // entries whose heartbeat one tick's sweep reads
+	// Swept is how many entries the sweep removed just before the tick, for
+	// the tick's log.
+	Swept int
 	OutageGap    time.Duration // a gap this long credits heartbeats
 	Window       time.Duration // span of the admission-rate estimate
 }
@@ -265,7 +271,7 @@ func (l *lineStore) Tick(ctx context.Context, event string, o tickOptions) (tick
 	k := keysOf(l.keys, event)
 	res, err := tickScript.Run(ctx, l.rdb,
 		[]string{k.line, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins, k.oldQueue, k.oldBeats},
-		o.MinGap.Milliseconds(), o.CleanupLimit, o.OutageGap.Milliseconds(), o.Window.Milliseconds(), o.SweepLimit).Slice()
+		o.MinGap.Milliseconds(), o.CleanupLimit, o.OutageGap.Milliseconds(), o.Window.Milliseconds(), o.Swept).Slice()
 	if err != nil {
 		return tickResult{}, fmt.Errorf("waitingroom tick %s: %w", event, err)
 	}
@@ -286,6 +292,35 @@ func (l *lineStore) Tick(ctx context.Context, event string, o tickOptions) (tick
 		}
 	}
 	return r, nil
+}
+
+// sweepSlice is the entries one sweep call reads: about a millisecond of
+// Redis time, so the sweep never stalls the joins around it.
+const sweepSlice = 1000
+
+// Sweep removes abandoned entries from event's line, reading at most
+// o.SweepLimit entries (in slices of sweepSlice, each its own call) from
+// where the last sweep stopped and removing at most o.CleanupLimit. It
+// answers how many it removed.
+func (l *lineStore) Sweep(ctx context.Context, event string, o tickOptions) (int, error) {
+	k := keysOf(l.keys, event)
+	read, removed := 0, 0
+	for read < o.SweepLimit && removed < o.CleanupLimit {
+		res, err := sweepScript.Run(ctx, l.rdb, []string{k.line, k.settings, k.state},
+			min(sweepSlice, o.SweepLimit-read), o.CleanupLimit-removed, o.OutageGap.Milliseconds()).Slice()
+		if err != nil {
+			return removed, fmt.Errorf("waitingroom sweep %s: %w", event, err)
+		}
+		if len(res) != 3 {
+			return removed, fmt.Errorf("waitingroom sweep %s: short reply", event)
+		}
+		read += int(num(res[0]))
+		removed += int(num(res[1]))
+		if num(res[2]) == 1 {
+			break // reached the end of the line: the next sweep starts over
+		}
+	}
+	return removed, nil
 }
 
 // Draw runs one step of the lottery draw with the given random keys. It

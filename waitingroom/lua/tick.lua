@@ -4,17 +4,12 @@
 --    two workers that both believe they hold the tick lease still make one
 --    tick per period.
 -- 2. Prune expired leases.
--- 3. Sweep: read the next ARGV[5] entries of the line from where the last
---    tick's sweep stopped (wrapping at the end) and remove the abandoned
---    ones (silent longer than the event's timeout), at most ARGV[2] a
---    tick, so a huge abandoned line cannot monopolize Redis. The heartbeat
---    lives in each entry's score, so there is no second index to search:
---    the sweep walks the whole line every len/ARGV[5] ticks.
--- 4. Unless paused, not yet open, or a lottery not yet drawn: admit
+-- 3. Unless paused, not yet open, or a lottery not yet drawn: admit
 --    min(capacity - active, batch) from the head, re-checking each popped
---    candidate's heartbeat. The sweep is bounded, so stale entries may still
---    sit at the head: they are dropped here, never admitted.
--- 5. Keep the bookkeeping behind the statistics and the wait estimate.
+--    candidate's heartbeat. The sweep (sweep.lua, run just before) is
+--    bounded, so stale entries may still sit at the head: they are dropped
+--    here, never admitted.
+-- 4. Keep the bookkeeping behind the statistics and the wait estimate.
 --
 -- After a gap between ticks longer than ARGV[3] ms (Redis or every worker
 -- was down), heartbeats could not be recorded during the gap: the gap is
@@ -22,14 +17,14 @@
 -- sockets open are not dropped for Redis's silence.
 --
 -- During a rolling upgrade from the layout of two sorted sets (entry.lua),
--- each tick first moves up to ARGV[5] entries from the old queue's head
+-- each tick first moves max(batch, 1000) entries from the old queue's head
 -- into the line, and admits nobody from behind the old queue's head until
 -- it is empty: first in, first out across both.
 --
 -- KEYS: 1 line, 2 leases, 3 sequence, 4 settings, 5 state, 6 tick log,
 --       7 join-time index, 8 old-layout queue, 9 old-layout heartbeats
 -- ARGV: 1 min gap between ticks ms, 2 cleanup bound, 3 outage gap ms,
---       4 estimate window ms, 5 sweep bound
+--       4 estimate window ms, 5 entries the sweep just removed
 -- Returns {status, now, capacity, active, queued, abandoned, admitted users,
 --          their waits in ms}; status is ok, skip, gone, paused, closed
 --          (before the open time) or draw (lottery draw pending).
@@ -65,13 +60,15 @@ local function abandonedEntry(score)
   return silence(score, sec) > limit
 end
 
-local cleanupBound, sweepBound = tonumber(ARGV[2]), tonumber(ARGV[5])
-local abandoned = 0
+local cleanupBound = tonumber(ARGV[2])
+-- The sweep (sweep.lua) ran just before this tick; its removals are
+-- logged with the tick's.
+local abandoned = tonumber(ARGV[5])
 
 -- Entries queued by a binary of the old layout move over, oldest first.
 local ceiling = '+inf'
 if redis.call('EXISTS', KEYS[8]) == 1 then
-  local olds = redis.call('ZRANGE', KEYS[8], 0, sweepBound - 1, 'WITHSCORES')
+  local olds = redis.call('ZRANGE', KEYS[8], 0, math.max(batch, 1000) - 1, 'WITHSCORES')
   for i = 1, #olds, 2000 do
     local users, scores = {}, {}
     for j = i, math.min(i + 1999, #olds), 2 do
@@ -86,29 +83,6 @@ if redis.call('EXISTS', KEYS[8]) == 1 then
   end
 elseif redis.call('EXISTS', KEYS[9]) == 1 then
   redis.call('DEL', KEYS[9]) -- heartbeats of nobody in the old queue
-end
-
--- The sweep, from the score it stopped after (exclusive) to the end.
-local from = st[7]
-if not from or from == '' then
-  from = '-inf'
-end
-local walked = redis.call('ZRANGEBYSCORE', KEYS[1], from, '+inf', 'WITHSCORES', 'LIMIT', 0, sweepBound)
-local stale, stop = {}, nil
-for i = 1, #walked, 2 do
-  stop = walked[i + 1]
-  if abandonedEntry(walked[i + 1]) then
-    stale[#stale + 1] = walked[i]
-    if #stale >= cleanupBound then
-      break
-    end
-  end
-end
-abandoned = abandoned + zremAll(KEYS[1], stale)
-if stop and (#stale >= cleanupBound or #walked >= 2 * sweepBound) then
-  redis.call('HSET', KEYS[5], 'sweep', '(' .. stop)
-else
-  redis.call('HSET', KEYS[5], 'sweep', '')
 end
 
 -- Record when the sequence reached its current value, before admitting, so
