@@ -21,7 +21,9 @@ type Waitingroom struct {
 	// CleanupLimit bounds the abandoned entries one tick removes.
 	CleanupLimit int `yaml:"cleanup_limit"`
 	// SweepLimit bounds the entries one tick's sweep reads looking for
-	// abandoned ones: the whole line is walked every len/SweepLimit ticks.
+	// abandoned ones. The sweep reads enough for every entry to be looked
+	// at twice per heartbeat timeout, in slices of 1,000 (about 1 ms of
+	// Redis each), up to this.
 	SweepLimit int `yaml:"sweep_limit"`
 	// PositionInterval is how often the admit plane re-reads the positions of
 	// its sockets (refreshing their heartbeats); a frame goes out when the

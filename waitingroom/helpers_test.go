@@ -168,7 +168,7 @@ func (b *bundle) tickWith(t testing.TB, event string, o tickOptions) tickResult 
 }
 
 func (b *bundle) tickOptions(minGap time.Duration) tickOptions {
-	return tickOptions{MinGap: minGap, CleanupLimit: b.cfg.CleanupLimit, SweepLimit: b.cfg.SweepLimit, OutageGap: time.Hour, Window: b.cfg.ETAWindow}
+	return tickOptions{MinGap: minGap, CleanupLimit: b.cfg.CleanupLimit, SweepLimit: b.cfg.SweepLimit, Period: b.cfg.TickInterval, OutageGap: time.Hour, Window: b.cfg.ETAWindow}
 }
 
 // redisNow is the Redis clock in ms.

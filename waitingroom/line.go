@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strconv"
 	"time"
 
@@ -245,12 +246,13 @@ func (l *lineStore) Leave(ctx context.Context, event, user string) error {
 type tickOptions struct {
 	MinGap       time.Duration // ticks of one event closer than this are skipped
 	CleanupLimit int           // abandoned entries removed per tick at most
-	SweepLimit   int           // entries whose heartbeat one tick's sweep reads
+	SweepLimit   int           // entries whose heartbeat one tick's sweep reads at most
+	Period       time.Duration // one sweep and tick per period
 	// Swept is how many entries the sweep removed just before the tick, for
 	// the tick's log.
-	Swept int
-	OutageGap    time.Duration // a gap this long credits heartbeats
-	Window       time.Duration // span of the admission-rate estimate
+	Swept     int
+	OutageGap time.Duration // a gap this long credits heartbeats
+	Window    time.Duration // span of the admission-rate estimate
 }
 
 // tickResult is what one tick did.
@@ -298,26 +300,31 @@ func (l *lineStore) Tick(ctx context.Context, event string, o tickOptions) (tick
 // Redis time, so the sweep never stalls the joins around it.
 const sweepSlice = 1000
 
-// Sweep removes abandoned entries from event's line, reading at most
-// o.SweepLimit entries (in slices of sweepSlice, each its own call) from
-// where the last sweep stopped and removing at most o.CleanupLimit. It
-// answers how many it removed.
+// Sweep removes abandoned entries from event's line, from where the last
+// sweep stopped, and answers how many it removed (at most o.CleanupLimit).
+// It reads in slices of sweepSlice, each its own call, enough for every
+// entry to be looked at twice per heartbeat timeout at one sweep per
+// o.Period, but at least one slice and at most o.SweepLimit entries.
 func (l *lineStore) Sweep(ctx context.Context, event string, o tickOptions) (int, error) {
 	k := keysOf(l.keys, event)
-	read, removed := 0, 0
-	for read < o.SweepLimit && removed < o.CleanupLimit {
+	read, removed, target := 0, 0, min(sweepSlice, o.SweepLimit)
+	for read < target && removed < o.CleanupLimit {
 		res, err := sweepScript.Run(ctx, l.rdb, []string{k.line, k.settings, k.state},
-			min(sweepSlice, o.SweepLimit-read), o.CleanupLimit-removed, o.OutageGap.Milliseconds()).Slice()
+			min(sweepSlice, target-read), o.CleanupLimit-removed, o.OutageGap.Milliseconds()).Slice()
 		if err != nil {
 			return removed, fmt.Errorf("waitingroom sweep %s: %w", event, err)
 		}
-		if len(res) != 3 {
+		if len(res) != 5 {
 			return removed, fmt.Errorf("waitingroom sweep %s: short reply", event)
 		}
 		read += int(num(res[0]))
 		removed += int(num(res[1]))
 		if num(res[2]) == 1 {
 			break // reached the end of the line: the next sweep starts over
+		}
+		if timeout := time.Duration(num(res[4])) * time.Second; timeout > 0 && o.Period > 0 {
+			due := int(math.Ceil(num(res[3]) * o.Period.Seconds() / (timeout / 2).Seconds()))
+			target = max(target, min(due, o.SweepLimit))
 		}
 	}
 	return removed, nil

@@ -193,6 +193,7 @@ func (t *admissionTicker) TickEvent(ctx context.Context, event string) (tickResu
 		MinGap:       t.cfg.TickInterval / 2,
 		CleanupLimit: t.cfg.CleanupLimit,
 		SweepLimit:   t.cfg.SweepLimit,
+		Period:       t.cfg.TickInterval,
 		OutageGap:    2*t.cfg.TickLeaseTTL + t.cfg.TickInterval,
 		Window:       t.cfg.ETAWindow,
 	}

@@ -11,17 +11,18 @@
 --
 -- KEYS: 1 line, 2 settings, 3 state
 -- ARGV: 1 entries to read, 2 removals at most, 3 outage gap ms
--- Returns {read, removed, wrapped (1: reached the end of the line)}.
+-- Returns {read, removed, wrapped (1: reached the end of the line), entries
+--          in line, heartbeat timeout s}.
 local now = nowms()
 local sec = math.floor(now / 1000)
 local hbt = redis.call('HGET', KEYS[2], 'hbt')
 if not hbt then
-  return {0, 0, 1}
+  return {0, 0, 1, 0, 0}
 end
 local st = redis.call('HMGET', KEYS[3], 'lt', 'credit', 'creditUntil', 'sweep')
 local last = tonumber(st[1]) or 0
 if last == 0 or now - last > tonumber(ARGV[3]) then
-  return {0, 0, 1}
+  return {0, 0, 1, 0, hbt}
 end
 local credit = 0
 if now <= (tonumber(st[3]) or 0) then
@@ -53,4 +54,4 @@ if stop and (#stale >= budget or #walked >= 2 * slice) then
 else
   redis.call('HSET', KEYS[3], 'sweep', '')
 end
-return {#walked / 2, removed, wrapped}
+return {#walked / 2, removed, wrapped, redis.call('ZCARD', KEYS[1]), hbt}
