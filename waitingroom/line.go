@@ -273,7 +273,7 @@ func (l *lineStore) Tick(ctx context.Context, event string, o tickOptions) (tick
 	k := keysOf(l.keys, event)
 	res, err := tickScript.Run(ctx, l.rdb,
 		[]string{k.line, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins, k.oldQueue, k.oldBeats},
-		o.MinGap.Milliseconds(), o.CleanupLimit, o.OutageGap.Milliseconds(), o.Window.Milliseconds(), o.Swept).Slice()
+		o.MinGap.Milliseconds(), o.CleanupLimit, o.OutageGap.Milliseconds(), o.Window.Milliseconds(), o.Swept, o.SweepLimit).Slice()
 	if err != nil {
 		return tickResult{}, fmt.Errorf("waitingroom tick %s: %w", event, err)
 	}

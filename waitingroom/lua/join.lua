@@ -17,7 +17,9 @@ local cfg = redis.call('HMGET', KEYS[4], 'cap', 'batch', 'lease', 'open', 'mode'
 if not cfg[1] then
   return {'none'}
 end
-local st = redis.call('HMGET', KEYS[5], 'rate', 'drawn', 'cmax')
+local st = redis.call('HMGET', KEYS[5], 'rate', 'drawn', 'cmax', 'old')
+-- The tick marks (state 'old') a room whose old-layout queue holds people.
+local legacy = st[4] == '1'
 local function answer(kind, value, place)
   return {kind, value, place, now, cfg[1], cfg[2], cfg[3], cfg[4] or '0', cfg[5] or 'fifo',
           cfg[6] or '0', st[1] or '0', st[2] or '0', st[3] or '0'}
@@ -31,7 +33,7 @@ end
 
 local place
 local score = redis.call('ZSCORE', KEYS[1], user)
-if not score then
+if not score and legacy then
   -- Queued by a binary of the old layout: the place moves over.
   local old = redis.call('ZSCORE', KEYS[6], user)
   if old then
@@ -61,4 +63,8 @@ local beat = pack(place, math.floor(now / 1000))
 if beat ~= score then
   redis.call('ZADD', KEYS[1], beat, user)
 end
-return answer('queued', redis.call('ZRANK', KEYS[1], user) + legacyAhead(KEYS[6], place), fmt(place))
+local rank = redis.call('ZRANK', KEYS[1], user)
+if legacy then
+  rank = rank + legacyAhead(KEYS[6], place)
+end
+return answer('queued', rank, fmt(place))

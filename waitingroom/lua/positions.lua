@@ -14,7 +14,7 @@ local cfg = redis.call('HMGET', KEYS[3], 'cap', 'batch', 'lease', 'open', 'mode'
 if not cfg[1] then
   return {}
 end
-local st = redis.call('HMGET', KEYS[4], 'rate', 'drawn', 'cmax')
+local st = redis.call('HMGET', KEYS[4], 'rate', 'drawn', 'cmax', 'old')
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local out = {now, cfg[1], cfg[2], cfg[3], cfg[4] or '0', cfg[5] or 'fifo', cfg[6] or '0',
              st[1] or '0', st[2] or '0', st[3] or '0'}
@@ -26,9 +26,9 @@ local leases = redis.call('ZMSCORE', KEYS[2], unpack(ARGV))
 local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV))
 local sec = math.floor(now / 1000)
 -- Sockets of people queued by a binary of the old layout: their places
--- move over. The old queue is gone once the upgrade finished, and this
--- costs one lookup.
-local legacy = redis.call('EXISTS', KEYS[5]) == 1
+-- move over (the tick marks, as state 'old', a room whose old-layout queue
+-- holds people).
+local legacy = st[4] == '1'
 if legacy then
   local olds = redis.call('ZMSCORE', KEYS[5], unpack(ARGV))
   local users, found = {}, {}

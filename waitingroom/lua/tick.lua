@@ -17,14 +17,16 @@
 -- sockets open are not dropped for Redis's silence.
 --
 -- During a rolling upgrade from the layout of two sorted sets (entry.lua),
--- each tick first moves max(batch, 1000) entries from the old queue's head
+-- each tick first moves max(batch, 1000) entries (at most ARGV[6]) from the
+-- old queue's head
 -- into the line, and admits nobody from behind the old queue's head until
 -- it is empty: first in, first out across both.
 --
 -- KEYS: 1 line, 2 leases, 3 sequence, 4 settings, 5 state, 6 tick log,
 --       7 join-time index, 8 old-layout queue, 9 old-layout heartbeats
 -- ARGV: 1 min gap between ticks ms, 2 cleanup bound, 3 outage gap ms,
---       4 estimate window ms, 5 entries the sweep just removed
+--       4 estimate window ms, 5 entries the sweep just removed, 6 sweep
+--       bound (also bounds the old-layout entries moved per tick)
 -- Returns {status, now, capacity, active, queued, abandoned, admitted users,
 --          their waits in ms}; status is ok, skip, gone, paused, closed
 --          (before the open time) or draw (lottery draw pending).
@@ -39,7 +41,7 @@ local capacity, batch = tonumber(cfg[1]), tonumber(cfg[2])
 local leaseMs, timeoutMs = tonumber(cfg[3]) * 1000, tonumber(cfg[4]) * 1000
 local open = tonumber(cfg[5]) or 0
 
-local st = redis.call('HMGET', KEYS[5], 'lt', 'credit', 'creditUntil', 'drawn', 'lastseq', 'since', 'sweep')
+local st = redis.call('HMGET', KEYS[5], 'lt', 'credit', 'creditUntil', 'drawn', 'lastseq', 'since', 'old')
 local last = tonumber(st[1]) or 0
 if last > 0 and now - last < tonumber(ARGV[1]) then
   return {'skip', now}
@@ -67,8 +69,9 @@ local abandoned = tonumber(ARGV[5])
 
 -- Entries queued by a binary of the old layout move over, oldest first.
 local ceiling = '+inf'
-if redis.call('EXISTS', KEYS[8]) == 1 then
-  local olds = redis.call('ZRANGE', KEYS[8], 0, math.max(batch, 1000) - 1, 'WITHSCORES')
+local legacy = redis.call('EXISTS', KEYS[8]) == 1
+if legacy then
+  local olds = redis.call('ZRANGE', KEYS[8], 0, math.min(math.max(batch, 1000), tonumber(ARGV[6])) - 1, 'WITHSCORES')
   for i = 1, #olds, 2000 do
     local users, scores = {}, {}
     for j = i, math.min(i + 1999, #olds), 2 do
@@ -83,6 +86,14 @@ if redis.call('EXISTS', KEYS[8]) == 1 then
   end
 elseif redis.call('EXISTS', KEYS[9]) == 1 then
   redis.call('DEL', KEYS[9]) -- heartbeats of nobody in the old queue
+end
+-- Join and the sockets' re-read look for old-layout entries only while
+-- this mark is set, so a finished upgrade costs them nothing. Until a tick
+-- has set it, someone an old binary queued and who asks a new one gets a
+-- place at the back for a moment: the next tick moves the old entry over,
+-- and the earlier place wins.
+if legacy ~= (st[7] == '1') then
+  redis.call('HSET', KEYS[5], 'old', legacy and '1' or '0')
 end
 
 -- Record when the sequence reached its current value, before admitting, so
