@@ -84,6 +84,7 @@ if legacy then
   if head[2] then
     ceiling = '(' .. pack(legacyPlace(head[2]), 0)
   end
+  legacy = head[2] ~= nil
 elseif redis.call('EXISTS', KEYS[9]) == 1 then
   redis.call('DEL', KEYS[9]) -- heartbeats of nobody in the old queue
 end
