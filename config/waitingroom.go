@@ -106,8 +106,8 @@ func (w Waitingroom) validate(bad badFunc) {
 	if w.CleanupLimit < 1 || w.CleanupLimit > 100000 {
 		bad("waitingroom.cleanup_limit", "must be within 1..100000")
 	}
-	if w.SweepLimit < w.CleanupLimit || w.SweepLimit > 1000000 {
-		bad("waitingroom.sweep_limit", "must be within waitingroom.cleanup_limit..1000000")
+	if w.SweepLimit < 1 || w.SweepLimit > 1000000 {
+		bad("waitingroom.sweep_limit", "must be within 1..1000000")
 	}
 	if w.DefaultCapacity < 0 {
 		bad("waitingroom.default_capacity", "must not be negative")
