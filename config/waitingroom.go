@@ -20,6 +20,11 @@ type Waitingroom struct {
 	TickLeaseTTL time.Duration `yaml:"tick_lease_ttl"`
 	// CleanupLimit bounds the abandoned entries one tick removes.
 	CleanupLimit int `yaml:"cleanup_limit"`
+	// SweepLimit bounds the entries one tick's sweep reads looking for
+	// abandoned ones. The sweep reads enough for every entry to be looked
+	// at twice per heartbeat timeout, in slices of 1,000 (about 1 ms of
+	// Redis each), up to this.
+	SweepLimit int `yaml:"sweep_limit"`
 	// PositionInterval is how often the admit plane re-reads the positions of
 	// its sockets (refreshing their heartbeats); a frame goes out when the
 	// position changed or KeepaliveInterval passed without one.
@@ -59,6 +64,7 @@ func defaultWaitingroom() Waitingroom {
 		TickShards:              16,
 		TickLeaseTTL:            3 * time.Second,
 		CleanupLimit:            1000,
+		SweepLimit:              10000,
 		PositionInterval:        5 * time.Second,
 		KeepaliveInterval:       5 * time.Second,
 		PassTTL:                 5 * time.Minute,
@@ -99,6 +105,9 @@ func (w Waitingroom) validate(bad badFunc) {
 	}
 	if w.CleanupLimit < 1 || w.CleanupLimit > 100000 {
 		bad("waitingroom.cleanup_limit", "must be within 1..100000")
+	}
+	if w.SweepLimit < 1 || w.SweepLimit > 1000000 {
+		bad("waitingroom.sweep_limit", "must be within 1..1000000")
 	}
 	if w.DefaultCapacity < 0 {
 		bad("waitingroom.default_capacity", "must not be negative")

@@ -74,16 +74,38 @@ func BenchmarkTickMillionQueue(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			n, _ := bb.rdb.ZCard(ctx, keysOf(bb.keys, "ev").queue).Result()
+			n, _ := bb.rdb.ZCard(ctx, keysOf(bb.keys, "ev").line).Result()
 			b.ReportMetric(float64(n), "queued-at-end")
 			_ = bb.rdb.Del(ctx, keysOf(bb.keys, "ev").all()...).Err()
 		})
 	}
 }
 
+// BenchmarkSweepMillionQueue is one tick's sweep of a line of 1,000,000
+// that keeps heartbeating (nothing to remove), at a 1 s tick: the whole
+// waitingroom.sweep_limit (a million entries at a 120 s timeout want more)
+// read in slices of sweepSlice, each its own script call.
+func BenchmarkSweepMillionQueue(b *testing.B) {
+	bb := setup(b, testenv.Redis(b), nil)
+	bb.openRoom(b, "ev", Settings{Paused: true})
+	fill(b, bb, "ev", 1_000_000, userID12, false)
+	ctx := context.Background()
+	opts := bb.tickOptions(0)
+	opts.Period = time.Second
+	bb.tick(b, "ev") // the sweep runs once a tick has started the clock
+	b.ResetTimer()
+	for b.Loop() {
+		if n, err := bb.line.Sweep(ctx, "ev", opts); err != nil || n != 0 {
+			b.Fatal(err, n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(opts.SweepLimit), "ns/entry")
+	_ = bb.rdb.Del(ctx, keysOf(bb.keys, "ev").all()...).Err()
+}
+
 // BenchmarkMemoryPerQueuedUser fills a line with 1,000,000 entries as joins
-// leave them (queue + heartbeat index) and reports Redis's own figures:
-// MEMORY USAGE (exact, SAMPLES 0) of both keys, and the used_memory
+// leave them (one sorted set: place and heartbeat) and reports Redis's own
+// figures: MEMORY USAGE (exact, SAMPLES 0) of the line, and the used_memory
 // difference from INFO memory. Run with -benchtime 1x.
 func BenchmarkMemoryPerQueuedUser(b *testing.B) {
 	for _, c := range []struct {
@@ -101,7 +123,7 @@ func BenchmarkMemoryPerQueuedUser(b *testing.B) {
 			after := usedMemory(b, rdb)
 			k := keysOf(bb.keys, "ev")
 			var exact int64
-			for _, key := range []string{k.queue, k.heartbeats} {
+			for _, key := range []string{k.line} {
 				v, err := rdb.Do(ctx, "MEMORY", "USAGE", key, "SAMPLES", "0").Int64()
 				require.NoError(b, err)
 				exact += v
@@ -117,6 +139,33 @@ func BenchmarkMemoryPerQueuedUser(b *testing.B) {
 	}
 }
 
+// BenchmarkMemoryJoined100k puts 100,000 users with 36-byte ids in line
+// through the join script and reports the bytes per queued user from INFO
+// used_memory (before and after) and from MEMORY USAGE of every key of the
+// room. Run alone, with -benchtime 1x, on a Redis of its own
+// (PRESENCED_TEST_REDIS_URL), so nothing else moves used_memory.
+func BenchmarkMemoryJoined100k(b *testing.B) {
+	const n = 100_000
+	rdb := testenv.Redis(b)
+	bb := setup(b, rdb, nil)
+	bb.openRoom(b, "ev", Settings{Paused: true})
+	empty := eventMemory(b, rdb, bb, "ev")
+	before := usedMemory(b, rdb)
+	joinAll(b, bb, "ev", n, userID36)
+	after := usedMemory(b, rdb)
+	exact := eventMemory(b, rdb, bb, "ev") - empty
+	ctx := context.Background()
+	for iter := rdb.Scan(ctx, 0, bb.keys.Entity("wr", "ev").String()+"*", 100).Iterator(); iter.Next(ctx); {
+		v, _ := rdb.Do(ctx, "MEMORY", "USAGE", iter.Val(), "SAMPLES", "0").Int64()
+		b.Logf("MEMORY USAGE %s: %d B", iter.Val(), v)
+	}
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(exact)/n, "bytes/user(MEMORY-USAGE)")
+	b.ReportMetric(float64(after-before)/n, "bytes/user(INFO-used_memory)")
+	_ = rdb.Del(ctx, keysOf(bb.keys, "ev").all()...).Err()
+}
+
 func userID12(i int) string { return fmt.Sprintf("user-%07d", i) }
 
 func userID36(i int) string {
@@ -129,22 +178,19 @@ func fill(tb testing.TB, bb *bundle, event string, n int, id func(int) string, s
 	tb.Helper()
 	ctx := context.Background()
 	k := keysOf(bb.keys, event)
-	now := float64(time.Now().UnixMilli())
+	now := time.Now().Unix()
 	if stale {
-		now -= float64(time.Hour.Milliseconds())
+		now -= int64(time.Hour.Seconds())
 	}
 	const per = 1000
 	for start := 0; start < n; start += 50 * per {
 		_, err := bb.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for c := start; c < min(start+50*per, n); c += per {
 				q := make([]redis.Z, 0, per)
-				h := make([]redis.Z, 0, per)
 				for i := c; i < min(c+per, n); i++ {
-					q = append(q, redis.Z{Score: float64(i + 1), Member: id(i)})
-					h = append(h, redis.Z{Score: now, Member: id(i)})
+					q = append(q, redis.Z{Score: entryScore(int64(i+1), now), Member: id(i)})
 				}
-				p.ZAdd(ctx, k.queue, q...)
-				p.ZAdd(ctx, k.heartbeats, h...)
+				p.ZAdd(ctx, k.line, q...)
 			}
 			return nil
 		})

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -150,16 +149,26 @@ func (b *bundle) join(t testing.TB, event, user string) placeInLine {
 	return p
 }
 
-// tick runs one tick of event as a worker would, without the period guard.
+// tick sweeps and runs one tick of event as a worker would, without the
+// period guard.
 func (b *bundle) tick(t testing.TB, event string) tickResult {
 	t.Helper()
-	r, err := b.line.Tick(context.Background(), event, b.tickOptions(0))
+	return b.tickWith(t, event, b.tickOptions(0))
+}
+
+// tickWith sweeps and ticks event with o.
+func (b *bundle) tickWith(t testing.TB, event string, o tickOptions) tickResult {
+	t.Helper()
+	swept, err := b.line.Sweep(context.Background(), event, o)
+	require.NoError(t, err)
+	o.Swept = swept
+	r, err := b.line.Tick(context.Background(), event, o)
 	require.NoError(t, err)
 	return r
 }
 
 func (b *bundle) tickOptions(minGap time.Duration) tickOptions {
-	return tickOptions{MinGap: minGap, CleanupLimit: b.cfg.CleanupLimit, OutageGap: time.Hour, Window: b.cfg.ETAWindow}
+	return tickOptions{MinGap: minGap, CleanupLimit: b.cfg.CleanupLimit, SweepLimit: b.cfg.SweepLimit, Period: b.cfg.TickInterval, OutageGap: time.Hour, Window: b.cfg.ETAWindow}
 }
 
 // redisNow is the Redis clock in ms.
@@ -174,7 +183,21 @@ func redisNow(t testing.TB, rdb redis.UniversalClient, key string) int64 {
 // setHeartbeat moves user's heartbeat to at (ms), to make entries stale.
 func (b *bundle) setHeartbeat(t testing.TB, event, user string, at int64) {
 	t.Helper()
-	require.NoError(t, b.rdb.ZAddXX(context.Background(), keysOf(b.keys, event).heartbeats, redis.Z{Score: float64(at), Member: user}).Err())
+	ctx := context.Background()
+	line := keysOf(b.keys, event).line
+	score, err := b.rdb.ZScore(ctx, line, user).Result()
+	require.NoError(t, err)
+	require.NoError(t, b.rdb.ZAddXX(ctx, line, redis.Z{Score: entryScore(entryPlace(score), at/1000), Member: user}).Err())
+}
+
+// heartbeat is user's last heartbeat (ms, to the second).
+func (b *bundle) heartbeat(t testing.TB, event, user string) int64 {
+	t.Helper()
+	score, err := b.rdb.ZScore(context.Background(), keysOf(b.keys, event).line, user).Result()
+	require.NoError(t, err)
+	now := redisNow(t, b.rdb, "") / 1000
+	silent := ((now-int64(score))%beatModulo + beatModulo) % beatModulo
+	return (now - silent) * 1000
 }
 
 func (b *bundle) activeCount(t testing.TB, event string) int64 {
@@ -288,7 +311,7 @@ func readFrame(t testing.TB, c *websocket.Conn, timeout time.Duration) (web.Enve
 	return env, a, nil
 }
 
-func randKey() int64 { return rand.Int64N(1<<52) + 1 }
+func randKey() int64 { return randomDrawKey() }
 
 // counterValue reads a counter from a registry (label "" for one without
 // labels).

@@ -278,8 +278,7 @@ func TestSocketKeepsHeartbeat(t *testing.T) {
 	s.setHeartbeat(t, "ev", "connected", old)
 	// Within a position interval the room has refreshed the socket's entry.
 	testenv.Eventually(t, 2*time.Second, func() bool {
-		at, err := s.rdb.ZScore(context.Background(), keysOf(s.keys, "ev").heartbeats, "connected").Result()
-		return err == nil && int64(at) > old+5000
+		return s.heartbeat(t, "ev", "connected") > old+5000
 	}, "heartbeat refreshed by the socket")
 	s.openRoom(t, "ev", Settings{Capacity: 10, Batch: 10, HeartbeatTimeoutSeconds: 10})
 	r := s.tick(t, "ev")

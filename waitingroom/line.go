@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strconv"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 )
 
 var (
+	//go:embed lua/entry.lua
+	entryLua string
 	//go:embed lua/join.lua
 	joinLua string
 	//go:embed lua/positions.lua
@@ -23,6 +26,8 @@ var (
 	tickLua string
 	//go:embed lua/draw.lua
 	drawLua string
+	//go:embed lua/sweep.lua
+	sweepLua string
 	//go:embed lua/stats.lua
 	statsLua string
 	//go:embed lua/lease_check.lua
@@ -30,11 +35,14 @@ var (
 	//go:embed lua/lease_extend.lua
 	leaseExtendLua string
 
-	joinScript        = store.NewScript("waitingroom_join", joinLua)
-	positionsScript   = store.NewScript("waitingroom_positions", positionsLua)
-	tickScript        = store.NewScript("waitingroom_tick", tickLua)
-	drawScript        = store.NewScript("waitingroom_draw", drawLua)
-	statsScript       = store.NewScript("waitingroom_stats", statsLua)
+	// Every script that reads or writes the line starts with entry.lua,
+	// the one definition of an entry's score.
+	joinScript        = store.NewScript("waitingroom_join", entryLua+joinLua)
+	positionsScript   = store.NewScript("waitingroom_positions", entryLua+positionsLua)
+	tickScript        = store.NewScript("waitingroom_tick", entryLua+tickLua)
+	drawScript        = store.NewScript("waitingroom_draw", entryLua+drawLua)
+	sweepScript       = store.NewScript("waitingroom_sweep", entryLua+sweepLua)
+	statsScript       = store.NewScript("waitingroom_stats", entryLua+statsLua)
 	leaseCheckScript  = store.NewScript("waitingroom_lease_check", leaseCheckLua)
 	leaseExtendScript = store.NewScript("waitingroom_lease_extend", leaseExtendLua)
 )
@@ -45,28 +53,31 @@ var errNoRoom = errors.New("waitingroom: no waiting room for this event")
 // eventKeys are the Redis keys of one event's waiting room. They share the
 // event's hash tag, so every script runs on one Cluster slot.
 type eventKeys struct {
-	queue      string // sorted set: user -> sequence (lottery: drawn key)
-	heartbeats string // sorted set: user -> last heartbeat, ms
-	leases     string // sorted set: user -> lease expiry, ms
-	sequence   string // counter of join order
-	settings   string // hash: the operator's settings
-	state      string // hash: bookkeeping of the ticks and the draw
-	ticks      string // sorted set: per-tick admissions and abandonments
-	joins      string // sorted set: sequence -> when it was reached, ms
-	topic      string // channel: users admitted by a tick
+	line     string // sorted set: user -> place and heartbeat (lua/entry.lua)
+	leases   string // sorted set: user -> lease expiry, ms
+	sequence string // counter of join order
+	settings string // hash: the operator's settings
+	state    string // hash: bookkeeping of the ticks and the draw
+	ticks    string // sorted set: per-tick admissions and abandonments
+	joins    string // sorted set: sequence -> when it was reached, ms
+	topic    string // channel: users admitted by a tick
+	// The layout before the line (two sorted sets per event), emptied into
+	// the line during a rolling upgrade: see lua/entry.lua.
+	oldQueue string // user -> sequence (drawn lottery entries: a key < 0)
+	oldBeats string // user -> last heartbeat, ms
 }
 
 func keysOf(ks store.Keyspace, event string) eventKeys {
 	e := ks.Entity("wr", event)
 	return eventKeys{
-		queue: e.Key("q"), heartbeats: e.Key("hb"), leases: e.Key("act"), sequence: e.Key("seq"),
+		line: e.Key("line"), leases: e.Key("act"), sequence: e.Key("seq"),
 		settings: e.Key("cfg"), state: e.Key("st"), ticks: e.Key("tl"), joins: e.Key("jt"),
-		topic: e.Key("admitted"),
+		topic: e.Key("admitted"), oldQueue: e.Key("q"), oldBeats: e.Key("hb"),
 	}
 }
 
 func (k eventKeys) all() []string {
-	return []string{k.queue, k.heartbeats, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins}
+	return []string{k.line, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins, k.oldQueue, k.oldBeats}
 }
 
 // lineStore keeps the waiting rooms of every event in Redis.
@@ -122,7 +133,7 @@ func (l *lineStore) Status(ctx context.Context, event, user string) (roomState, 
 
 func (l *lineStore) place(ctx context.Context, event, user, mode string) (roomState, placeInLine, error) {
 	k := keysOf(l.keys, event)
-	res, err := joinScript.Run(ctx, l.rdb, []string{k.queue, k.heartbeats, k.leases, k.sequence, k.settings, k.state}, user, mode).Slice()
+	res, err := joinScript.Run(ctx, l.rdb, []string{k.line, k.leases, k.sequence, k.settings, k.state, k.oldQueue, k.oldBeats}, user, mode).Slice()
 	if err != nil {
 		return roomState{}, placeInLine{}, fmt.Errorf("waitingroom %s: %w", mode, err)
 	}
@@ -139,13 +150,13 @@ func (l *lineStore) place(ctx context.Context, event, user, mode string) (roomSt
 	return room, placeFrom(room, str(res[0]), res[1], str(res[2])), nil
 }
 
-func placeFrom(room roomState, kind string, value any, score string) placeInLine {
+func placeFrom(room roomState, kind string, value any, place string) placeInLine {
 	switch kind {
 	case StateAdmitted:
 		return placeInLine{State: StateAdmitted, LeaseExpiry: time.UnixMilli(int64(num(value)))}
 	case StateQueued:
-		sc, _ := strconv.ParseFloat(score, 64)
-		undrawn := room.Mode == ModeLottery && !room.Drawn && !room.OpenAt.IsZero() && sc > 0 && sc <= float64(room.CohortMax)
+		p, _ := strconv.ParseInt(place, 10, 64)
+		undrawn := room.Mode == ModeLottery && !room.Drawn && !room.OpenAt.IsZero() && p > 0 && p <= room.CohortMax
 		return placeInLine{State: StateQueued, Rank: int64(num(value)), Undrawn: undrawn}
 	}
 	return placeInLine{State: StateAbsent}
@@ -185,7 +196,7 @@ func (l *lineStore) Places(ctx context.Context, event string, users []string) (r
 	for i, u := range users {
 		args[i] = u
 	}
-	res, err := positionsScript.Run(ctx, l.rdb, []string{k.queue, k.heartbeats, k.leases, k.settings, k.state}, args...).Slice()
+	res, err := positionsScript.Run(ctx, l.rdb, []string{k.line, k.leases, k.settings, k.state, k.oldQueue, k.oldBeats}, args...).Slice()
 	if err != nil {
 		return roomState{}, nil, fmt.Errorf("waitingroom positions: %w", err)
 	}
@@ -202,12 +213,12 @@ func (l *lineStore) Places(ctx context.Context, event string, users []string) (r
 	places := make([]placeInLine, len(users))
 	for i := range users {
 		at := roomFields + 3*i
-		kind, value, score := res[at], res[at+1], str(res[at+2])
+		kind, value, place := res[at], res[at+1], str(res[at+2])
 		switch num(kind) {
 		case 1:
-			places[i] = placeFrom(room, StateQueued, value, score)
+			places[i] = placeFrom(room, StateQueued, value, place)
 		case 2:
-			places[i] = placeFrom(room, StateAdmitted, value, score)
+			places[i] = placeFrom(room, StateAdmitted, value, place)
 		default:
 			places[i] = placeInLine{State: StateAbsent}
 		}
@@ -219,8 +230,9 @@ func (l *lineStore) Places(ctx context.Context, event string, users []string) (r
 func (l *lineStore) Leave(ctx context.Context, event, user string) error {
 	k := keysOf(l.keys, event)
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZRem(ctx, k.queue, user)
-		p.ZRem(ctx, k.heartbeats, user)
+		p.ZRem(ctx, k.line, user)
+		p.ZRem(ctx, k.oldQueue, user)
+		p.ZRem(ctx, k.oldBeats, user)
 		p.ZRem(ctx, k.leases, user)
 		return nil
 	})
@@ -233,9 +245,14 @@ func (l *lineStore) Leave(ctx context.Context, event, user string) error {
 // tickOptions are the worker's side of a tick.
 type tickOptions struct {
 	MinGap       time.Duration // ticks of one event closer than this are skipped
-	CleanupLimit int
-	OutageGap    time.Duration // a gap this long credits heartbeats
-	Window       time.Duration // span of the admission-rate estimate
+	CleanupLimit int           // abandoned entries removed per tick at most
+	SweepLimit   int           // entries whose heartbeat one tick's sweep reads at most
+	Period       time.Duration // one sweep and tick per period
+	// Swept is how many entries the sweep removed just before the tick, for
+	// the tick's log.
+	Swept     int
+	OutageGap time.Duration // a gap this long credits heartbeats
+	Window    time.Duration // span of the admission-rate estimate
 }
 
 // tickResult is what one tick did.
@@ -255,8 +272,8 @@ type tickResult struct {
 func (l *lineStore) Tick(ctx context.Context, event string, o tickOptions) (tickResult, error) {
 	k := keysOf(l.keys, event)
 	res, err := tickScript.Run(ctx, l.rdb,
-		[]string{k.queue, k.heartbeats, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins},
-		o.MinGap.Milliseconds(), o.CleanupLimit, o.OutageGap.Milliseconds(), o.Window.Milliseconds()).Slice()
+		[]string{k.line, k.leases, k.sequence, k.settings, k.state, k.ticks, k.joins, k.oldQueue, k.oldBeats},
+		o.MinGap.Milliseconds(), o.CleanupLimit, o.OutageGap.Milliseconds(), o.Window.Milliseconds(), o.Swept, o.SweepLimit).Slice()
 	if err != nil {
 		return tickResult{}, fmt.Errorf("waitingroom tick %s: %w", event, err)
 	}
@@ -279,6 +296,40 @@ func (l *lineStore) Tick(ctx context.Context, event string, o tickOptions) (tick
 	return r, nil
 }
 
+// sweepSlice is the entries one sweep call reads: about a millisecond of
+// Redis time, so the sweep never stalls the joins around it.
+const sweepSlice = 1000
+
+// Sweep removes abandoned entries from event's line, from where the last
+// sweep stopped, and answers how many it removed (at most o.CleanupLimit).
+// It reads in slices of sweepSlice, each its own call, enough for every
+// entry to be looked at twice per heartbeat timeout at one sweep per
+// o.Period, but at least one slice and at most o.SweepLimit entries.
+func (l *lineStore) Sweep(ctx context.Context, event string, o tickOptions) (int, error) {
+	k := keysOf(l.keys, event)
+	read, removed, target := 0, 0, min(sweepSlice, o.SweepLimit)
+	for read < target && removed < o.CleanupLimit {
+		res, err := sweepScript.Run(ctx, l.rdb, []string{k.line, k.settings, k.state},
+			min(sweepSlice, target-read), o.CleanupLimit-removed, o.OutageGap.Milliseconds()).Slice()
+		if err != nil {
+			return removed, fmt.Errorf("waitingroom sweep %s: %w", event, err)
+		}
+		if len(res) != 5 {
+			return removed, fmt.Errorf("waitingroom sweep %s: short reply", event)
+		}
+		read += int(num(res[0]))
+		removed += int(num(res[1]))
+		if num(res[2]) == 1 {
+			break // reached the end of the line: the next sweep starts over
+		}
+		if timeout := time.Duration(num(res[4])) * time.Second; timeout > 0 && o.Period > 0 {
+			due := int(math.Ceil(num(res[3]) * o.Period.Seconds() / (timeout / 2).Seconds()))
+			target = max(target, min(due, o.SweepLimit))
+		}
+	}
+	return removed, nil
+}
+
 // Draw runs one step of the lottery draw with the given random keys. It
 // reports how many entries were drawn and whether the draw is complete.
 func (l *lineStore) Draw(ctx context.Context, event string, keys []int64) (int, bool, error) {
@@ -287,7 +338,7 @@ func (l *lineStore) Draw(ctx context.Context, event string, keys []int64) (int, 
 	for i, v := range keys {
 		args[i] = v
 	}
-	res, err := drawScript.Run(ctx, l.rdb, []string{k.queue, k.settings, k.state}, args...).Slice()
+	res, err := drawScript.Run(ctx, l.rdb, []string{k.line, k.settings, k.state, k.oldQueue}, args...).Slice()
 	if err != nil {
 		return 0, false, fmt.Errorf("waitingroom draw %s: %w", event, err)
 	}

@@ -164,15 +164,15 @@ type Stats struct {
 	AdmissionRate float64    `json:"admissionRatePerSecond"`
 	LotteryDrawn  bool       `json:"lotteryDrawn"`
 	LastTick      *time.Time `json:"lastTick"`
-	// MemoryBytes is Redis's estimate of the line's memory (queue and
-	// heartbeats), when the server answers MEMORY USAGE.
+	// MemoryBytes is Redis's estimate of the line's memory (one sorted
+	// set: places and heartbeats), when the server answers MEMORY USAGE.
 	MemoryBytes *int64 `json:"memoryBytes,omitempty"`
 }
 
 // Stats reads event's live figures.
 func (l *lineStore) Stats(ctx context.Context, event string) (Stats, error) {
 	k := keysOf(l.keys, event)
-	res, err := statsScript.Run(ctx, l.rdb, []string{k.queue, k.leases, k.state, k.ticks, k.joins, k.settings}, time.Minute.Milliseconds()).Slice()
+	res, err := statsScript.Run(ctx, l.rdb, []string{k.line, k.leases, k.state, k.ticks, k.joins, k.settings, k.oldQueue}, time.Minute.Milliseconds()).Slice()
 	if err != nil {
 		return Stats{}, fmt.Errorf("waitingroom stats: %w", err)
 	}
@@ -198,12 +198,13 @@ func (l *lineStore) Stats(ctx context.Context, event string) (Stats, error) {
 	return s, nil
 }
 
-// MemoryUsage is Redis's estimate of the bytes held by event's queue and
-// heartbeat index (sampled for big sets).
+// MemoryUsage is Redis's estimate of the bytes held by event's line, and
+// by the old layout's queue and heartbeats while an upgrade empties them
+// (sampled for big sets).
 func (l *lineStore) MemoryUsage(ctx context.Context, event string) (int64, error) {
 	k := keysOf(l.keys, event)
 	var total int64
-	for _, key := range []string{k.queue, k.heartbeats} {
+	for _, key := range []string{k.line, k.oldQueue, k.oldBeats} {
 		n, err := l.rdb.MemoryUsage(ctx, key).Result()
 		if errors.Is(err, redis.Nil) {
 			continue

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -188,13 +187,26 @@ func (t *admissionTicker) tickAll(ctx context.Context, events []string) {
 // publishes whom it admitted, and reports whether the figures are fresh.
 func (t *admissionTicker) TickEvent(ctx context.Context, event string) (tickResult, bool) {
 	tctx, cancel := context.WithTimeout(ctx, t.cfg.StoreTimeout)
+	defer cancel()
 	start := time.Now()
-	r, err := t.line.Tick(tctx, event, tickOptions{
+	o := tickOptions{
 		MinGap:       t.cfg.TickInterval / 2,
 		CleanupLimit: t.cfg.CleanupLimit,
+		SweepLimit:   t.cfg.SweepLimit,
+		Period:       t.cfg.TickInterval,
 		OutageGap:    2*t.cfg.TickLeaseTTL + t.cfg.TickInterval,
 		Window:       t.cfg.ETAWindow,
-	})
+	}
+	// The sweep goes first, so the tick logs its removals with its own. A
+	// failed sweep removed what its finished slices removed; the tick still
+	// runs (it re-checks every candidate it admits).
+	swept, err := t.line.Sweep(tctx, event, o)
+	if err != nil && ctx.Err() == nil {
+		t.m.storeErrors.WithLabelValues("sweep").Inc()
+		t.log.Warn("waitingroom: sweep failed", "event", event, "err", err)
+	}
+	o.Swept = swept
+	r, err := t.line.Tick(tctx, event, o)
 	cancel()
 	t.m.tickDuration.Observe(time.Since(start).Seconds())
 	if err != nil && ctx.Err() != nil {
@@ -241,7 +253,7 @@ func (t *admissionTicker) draw(ctx context.Context, event string) {
 	total := 0
 	for ctx.Err() == nil {
 		for i := range keys {
-			keys[i] = rand.Int64N(1<<52) + 1
+			keys[i] = randomDrawKey()
 		}
 		dctx, cancel := context.WithTimeout(ctx, t.cfg.StoreTimeout)
 		n, done, err := t.line.Draw(dctx, event, keys)

@@ -152,7 +152,7 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 		var view waitingroom.RoomView
 		if err := run.admin(ctx, http.MethodGet, nil, &view); err == nil {
 			if view.Stats.MemoryBytes != nil && view.Stats.Queued > 0 {
-				r.AddFigure("redis bytes per queued user", "%.0f (%d queued, MEMORY USAGE of line and heartbeats)",
+				r.AddFigure("redis bytes per queued user", "%.0f (%d queued, MEMORY USAGE of the line)",
 					float64(*view.Stats.MemoryBytes)/float64(view.Stats.Queued), view.Stats.Queued)
 			}
 		}
