@@ -23,10 +23,12 @@ import (
 )
 
 // A preStop drain can reach a pod whose serve process is still starting
-// (connecting to its stores). SIGUSR1's default in Go is to exit: the real
-// process must catch it from the start and drain once it serves. The test
-// holds the process's first PostgreSQL connection at a gate, signals it
-// there, then lets it start.
+// (connecting to its stores). A SIGUSR1 that arrives before anyone asked
+// for it is discarded by the Go runtime: the real process must catch it
+// from the start, survive it, and drain once it serves. The test holds the
+// process's first PostgreSQL connection at a gate, signals it there, then
+// lets it start. (With the handler installed after startup, as before, the
+// drain was lost: /readyz never said draining.)
 func TestDrainSignalWhileStartingIsHonouredOnceServing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")

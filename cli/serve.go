@@ -34,9 +34,11 @@ secrets, all roles in one process, on 127.0.0.1:8080.`,
 	}
 	flags := configFlags(cmd, flagListen, flagRoles, flagRedis, flagPostgres)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		// First, before anything slow: Go's default for SIGUSR1 is to exit,
-		// and a preStop hook may send the drain while the process is still
-		// connecting to its stores. Caught now, it is honoured once serving.
+		// First, before anything slow: a preStop hook may send the drain
+		// while the process is still connecting to its stores, and Go
+		// discards a SIGUSR1 nobody asked for, so the drain would be lost
+		// and the pod would take sockets until SIGTERM cut them without the
+		// reconnect hint. Caught now, it is honoured once serving.
 		drains := make(chan os.Signal, 1)
 		signal.Notify(drains, drainSignal)
 		defer signal.Stop(drains)
