@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/testenv"
 )
@@ -133,4 +134,24 @@ func TestLivePushesPauseForLoadShedding(t *testing.T) {
 	ev = sse()
 	require.Equal(t, "invalidate", ev.Event)
 	require.JSONEq(t, `{"type":"invalidate","section":"B"}`, ev.Data)
+}
+
+// Load shedding, rung 1: booking.seat_map_ttl is how long a filled seat map
+// is served from Redis, so raising it during a sale cuts the refills.
+func TestSeatMapTTLIsTheSheddingSetting(t *testing.T) {
+	t.Parallel()
+	br := setupBrowse(t, testenv.Redis(t))
+	event, _ := br.event(t, "A:1x2@100")
+	cfg := br.cfg
+	cfg.SeatMapTTL = 10 * time.Minute
+	sm, err := newSeatMap(seatMapDeps{ReadOnly: br.ro, Redis: br.rdb, Keys: br.ks, Config: cfg, Metrics: br.m, Log: testenv.Logger()})
+	require.NoError(t, err)
+	l, err := sm.layoutOf(context.Background(), event)
+	require.NoError(t, err)
+	_, err = sm.states(context.Background(), l)
+	require.NoError(t, err)
+	ttl, err := br.rdb.PTTL(context.Background(), keys{ks: br.ks}.snapshot(event, allScope)).Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, config.Default().Booking.SeatMapTTL, "kept longer than the default")
+	require.LessOrEqual(t, ttl, cfg.SeatMapTTL)
 }

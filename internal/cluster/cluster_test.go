@@ -165,6 +165,54 @@ func TestSplitCluster(t *testing.T) {
 		testenv.Eventually(t, 30*time.Second, func() bool { return seatStatus(t, event, 0) == "SOLD" }, "the browse plane shows the seat sold")
 	})
 
+	t.Run("load-shedding ladder: live pushes paused, admission paused then shrunk", func(t *testing.T) {
+		event := fmt.Sprintf("ladder-%d", time.Now().UnixNano())
+		seats := newEvent(t, event, 5, 5)
+		live := sse(t, c.URL("browse")+"/v1/events/"+event+"/live")
+		_, ok := awaitSSE(live, 30*time.Second, func(e sseEvent) bool { return e.Event == "reset" })
+		require.True(t, ok)
+
+		// Rung 2, on the browse plane: viewers told to poll.
+		code, out := call(t, "PUT", c.URL("browse")+"/v1/admin/events/"+event+"/live", admin, `{"paused":true,"pollMs":10000}`)
+		require.Equal(t, 200, code, out)
+		paused, ok := awaitSSE(live, 30*time.Second, func(e sseEvent) bool { return e.Event != "reset" })
+		require.True(t, ok)
+		require.Equal(t, "paused", paused.Event, paused.Data)
+
+		// Rung 4, on the admit plane: the line holds while workers tick it.
+		code, out = call(t, "PUT", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, `{"capacity":5,"batch":5,"paused":true}`)
+		require.Equal(t, 200, code, out)
+		code, out = call(t, "POST", c.URL("admit")+"/v1/waitingroom/"+event+"/join", user("ladder-fan"), "")
+		require.Equal(t, 200, code, out)
+		pausedTicks := func() float64 {
+			series := `presenced_waitingroom_ticks_total{result="paused"}`
+			return metric(t, c.URL("worker"), series) + metric(t, c.URL("worker-2"), series)
+		}
+		ticks := pausedTicks()
+		testenv.Eventually(t, 30*time.Second, func() bool { return pausedTicks() >= ticks+2 }, "workers tick the paused room")
+		code, out = call(t, "GET", c.URL("admit")+"/v1/waitingroom/"+event+"/status", user("ladder-fan"), "")
+		require.Equal(t, 200, code, out)
+		require.Equal(t, "queued", out["state"], "nobody admitted while paused")
+
+		// Rung 3: resumed with a smaller batch and capacity, at the next tick.
+		code, out = call(t, "PUT", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, `{"capacity":1,"batch":1,"paused":false}`)
+		require.Equal(t, 200, code, out)
+		hdr := user("ladder-fan")
+		hdr[booking.HeaderAdmissionPass] = admitted(t, event, "ladder-fan")
+		hdr[booking.HeaderIdempotencyKey] = "l1"
+		code, out = call(t, "POST", c.URL("booking")+"/v1/events/"+event+"/holds", hdr, `{"seats":[`+seats[0]+`]}`)
+		require.Equal(t, 201, code, out)
+		testenv.Eventually(t, 30*time.Second, func() bool { return seatStatus(t, event, 0) == "HELD" }, "the hold relayed while pushes are paused")
+
+		// Rung 2 undone: the next message is the reset (no invalidation
+		// was pushed while paused), then invalidations flow again.
+		code, out = call(t, "PUT", c.URL("browse")+"/v1/admin/events/"+event+"/live", admin, `{"paused":false}`)
+		require.Equal(t, 200, code, out)
+		next, ok := awaitSSE(live, 30*time.Second, func(sseEvent) bool { return true })
+		require.True(t, ok)
+		require.Equal(t, "reset", next.Event, "nothing pushed while paused")
+	})
+
 	t.Run("viewers counted on ingest, read on count", func(t *testing.T) {
 		hotel := fmt.Sprintf("split-hotel-%d", time.Now().UnixNano())
 		code, out := call(t, "POST", c.URL("booking")+"/v1/admin/hotels", admin,
