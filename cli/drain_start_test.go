@@ -34,9 +34,7 @@ func TestDrainSignalWhileStartingIsHonouredOnceServing(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "presenced")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/presenced/presenced").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := testenv.Binary(t)
 
 	pg, err := url.Parse(testenv.PostgresURL(t))
 	require.NoError(t, err)

@@ -55,9 +55,7 @@ func TestSplitCluster(t *testing.T) {
 		t.Skip("the split cluster starts eleven processes and two databases; run without -short")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "presenced")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/presenced/presenced").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := testenv.Binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, err := cluster.Up(ctx, cluster.Options{Bin: bin, Dir: filepath.Join(dir, "cluster"), Log: testenv.Logger(),
