@@ -497,12 +497,19 @@ tests:
 		event := fmt.Sprintf("workerkill-%d", time.Now().UnixNano())
 		const capacity, fans = 40, 60
 		newEvent(t, event, capacity, 1)
-		// Joins queue up; one admission per tick (200 ms), so admitting
-		// takes seconds and the kill lands while a worker is ticking.
+		// The whole line joins a paused room, then admission starts: one
+		// per tick (200 ms), so admitting takes seconds and the kill lands
+		// while a worker is ticking.
+		room := func(paused bool) {
+			code, out := call(t, "PUT", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, fmt.Sprintf(`{"capacity":%d,"batch":1,"paused":%t}`, capacity, paused))
+			require.Equal(t, 200, code, out)
+		}
+		room(true)
 		for i := 0; i < fans; i++ {
 			code, out := call(t, "POST", c.URL("admit")+"/v1/waitingroom/"+event+"/join", user(fmt.Sprintf("wk-fan-%d", i)), "")
 			require.Equal(t, 200, code, out)
 		}
+		room(false)
 		stats := func() map[string]any {
 			code, out := call(t, "GET", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, "")
 			require.Equal(t, 200, code, out)
