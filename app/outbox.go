@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/internal/outbox"
@@ -39,5 +40,19 @@ func startOutboxRelay(ctx context.Context, a *App, h module.Host) error {
 	// Fulfillment reads only paid orders, from a stream of their own.
 	relay.Route(payments.KindOrderPaid, payments.FulfillmentStream(a.Keys))
 	h.Go("outbox.relay", relay.Run)
+	return nil
+}
+
+// startOutboxAge exports the age of the oldest unpublished outbox event,
+// read at scrape time: the booking plane (which writes the outbox) and the
+// workers (which relay it) export it, so it is there when the relay is not.
+func startOutboxAge(ctx context.Context, a *App, h module.Host) error {
+	pool, err := h.Postgres(ctx, store.PoolMain)
+	if err != nil {
+		return err
+	}
+	if err := outbox.RegisterAgeMetric(a.Metrics, pool); err != nil {
+		return fmt.Errorf("outbox: age metric: %w", err)
+	}
 	return nil
 }

@@ -87,13 +87,16 @@ var parts = map[string]part{
 
 	"booking.seatmap":   {needs: deps(needRedis, needReadOnly), start: bookingPart((*booking.Module).StartSeatMap)},
 	"booking.live":      {needs: deps(needRedis, needReadOnly), start: bookingPart((*booking.Module).StartLive)},
-	"booking.holds":     {needs: deps(needRedis, needPostgres), after: names("waitingroom.verify"), start: bookingPart((*booking.Module).StartHolds)},
+	"booking.holds":     {needs: deps(needRedis, needPostgres), after: names("waitingroom.verify", "outbox.age"), start: bookingPart((*booking.Module).StartHolds)},
 	"booking.stays":     {needs: deps(needRedis, needPostgres), after: names("waitingroom.verify"), start: bookingPart((*booking.Module).StartStays)},
 	"booking.search":    {needs: deps(needRedis, needReadOnly), after: names("viewers.reader"), start: bookingPart((*booking.Module).StartSearch)},
 	"booking.directory": {needs: deps(needPostgres), start: bookingPart((*booking.Module).StartDirectory)},
 	"booking.expiry":    {needs: deps(needRedis, needPostgres), after: names("waitingroom.leases"), start: bookingPart((*booking.Module).StartExpiry)},
 
-	"outbox.relay": {needs: deps(needRedis, needPostgres), start: startOutboxRelay},
+	// The outbox's age is exported by the planes that write it (booking)
+	// and relay it (worker), so it still shows when every relay is gone.
+	"outbox.age":   {needs: deps(needPostgres), start: startOutboxAge},
+	"outbox.relay": {needs: deps(needRedis, needPostgres), after: names("outbox.age"), start: startOutboxRelay},
 
 	"payments.api":         {needs: deps(needPostgres), start: paymentsPart((*payments.Module).StartAPI)},
 	"payments.webhooks":    {needs: deps(needWebhook), start: paymentsPart((*payments.Module).StartWebhooks)},

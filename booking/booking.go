@@ -28,6 +28,9 @@ func (k keys) fillLease(event, scope string) string {
 func (k keys) liveTopic(event, section string) string {
 	return k.ks.Entity("event", event).Key("live", section)
 }
+func (k keys) livePause(event string) string {
+	return k.ks.Entity("event", event).Key("live-paused")
+}
 func (k keys) holdRate(user string) string {
 	return k.ks.Entity("user", user).Key("rl", "holds")
 }

@@ -36,8 +36,11 @@ type invalidation struct {
 
 // RoutesLive mounts GET /v1/events/:event/live: an SSE stream, or a
 // WebSocket when the request asks to upgrade. ?section=A,B narrows it.
-func (s *seatMap) RoutesLive(g *echo.Group, h *hub.Hub, sockets *web.Sockets) {
+// admin guards the switch that pauses an event's pushes.
+func (s *seatMap) RoutesLive(g *echo.Group, h *hub.Hub, sockets *web.Sockets, admin echo.MiddlewareFunc) {
 	g.GET("/v1/events/:event/live", func(c echo.Context) error { return s.live(c, h, sockets) })
+	g.GET("/v1/admin/events/:event/live", s.getLivePause, admin)
+	g.PUT("/v1/admin/events/:event/live", func(c echo.Context) error { return s.putLivePause(c, h) }, admin)
 }
 
 func (s *seatMap) live(c echo.Context, h *hub.Hub, sockets *web.Sockets) error {
@@ -55,7 +58,7 @@ func (s *seatMap) live(c echo.Context, h *hub.Hub, sockets *web.Sockets) error {
 		topics[i] = s.keys.liveTopic(l.event, sec)
 	}
 	if websocket.IsWebSocketUpgrade(c.Request()) {
-		return s.liveSocket(c, h, sockets, topics)
+		return s.liveSocket(c, h, sockets, l.event, topics)
 	}
 	q := h.NewQueue(s.cfg.LiveQueue)
 	if err := subscribeAll(ctx, h, topics, q); err != nil {
@@ -70,11 +73,17 @@ func (s *seatMap) live(c echo.Context, h *hub.Hub, sockets *web.Sockets) error {
 		st.Close()
 		return nil
 	}
+	if paused := s.pausedNotice(ctx, l.event); paused != nil {
+		if err := st.Send(web.SSEEvent{Event: "paused", Data: paused}); err != nil {
+			st.Close()
+			return nil
+		}
+	}
 	return st.Serve(q, func(m hub.Message) (web.SSEEvent, bool) {
 		if m.Resync {
 			return web.SSEEvent{Event: "reset", Data: resetMessage}, true
 		}
-		return web.SSEEvent{Event: "invalidate", Data: m.Payload}, true
+		return web.SSEEvent{Event: liveEventName(m.Payload), Data: m.Payload}, true
 	})
 }
 
@@ -90,7 +99,7 @@ func (lc liveConn) Deliver(m hub.Message) {
 	lc.Send(m.Payload)
 }
 
-func (s *seatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *web.Sockets, topics []string) error {
+func (s *seatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *web.Sockets, event string, topics []string) error {
 	conn, err := sockets.Upgrade(c, "seatmap")
 	if err != nil {
 		return err // a refused handshake is answered already; a draining server's 503 is not
@@ -104,6 +113,9 @@ func (s *seatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *web.Sockets, t
 		return nil
 	}
 	conn.Send(resetMessage)
+	if paused := s.pausedNotice(conn.Context(), event); paused != nil {
+		conn.Send(paused)
+	}
 	// Read from a goroutine of its own so the handler returns (see
 	// web.Sockets.Upgrade).
 	go func() {
@@ -192,7 +204,7 @@ func (inv *invalidator) Handle(ctx context.Context, events []outbox.Event) error
 	// runs them all again, which an invalidation may.
 	err := invalidateScript.Pipelined(ctx, inv.rdb, func(pipe redis.Pipeliner) {
 		for i, p := range todo {
-			invalidateScript.Queue(ctx, pipe, []string{inv.keys.snapshot(p.Event, allScope)},
+			invalidateScript.Queue(ctx, pipe, []string{inv.keys.snapshot(p.Event, allScope), inv.keys.livePause(p.Event)},
 				inv.keys.liveTopic(p.Event, p.Section), inv.hub.PublishCommand(), msgs[i])
 		}
 	})

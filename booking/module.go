@@ -156,7 +156,7 @@ func (m *Module) StartLive(ctx context.Context, h module.Host) error {
 		return err
 	}
 	h.Sockets().Declare("seatmap")
-	sm.RoutesLive(h.Routes(), hb, h.Sockets())
+	sm.RoutesLive(h.Routes(), hb, h.Sockets(), h.RequireAPIKey())
 	return nil
 }
 

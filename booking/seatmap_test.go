@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/outbox"
 	"github.com/presenced/presenced/internal/spectest"
@@ -54,7 +55,7 @@ func setupBrowse(t *testing.T, rdb redis.UniversalClient) *browse {
 	require.NoError(t, err)
 	spectest.Validate(t, srv.Echo)
 	sm.RoutesSeats(srv.Echo.Group(""))
-	sm.RoutesLive(srv.Echo.Group(""), h, srv.Sockets)
+	sm.RoutesLive(srv.Echo.Group(""), h, srv.Sockets, auth.RequireAPIKey("admin-key"))
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
 	relay, err := outbox.NewRelay(outbox.RelayConfig{Pool: b.db, Redis: rdb, Stream: b.ks.Global("outbox").Key("events"),

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
 	"testing"
 	"time"
@@ -53,7 +54,10 @@ func TestDrainMovesSocketsBeforeStop(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	drainOnSignal(ctx, a)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, drainSignal)
+	defer signal.Stop(sig)
+	drainOnSignal(ctx, a, sig)
 	go func() { done <- a.Run(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()

@@ -34,6 +34,14 @@ secrets, all roles in one process, on 127.0.0.1:8080.`,
 	}
 	flags := configFlags(cmd, flagListen, flagRoles, flagRedis, flagPostgres)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		// First, before anything slow: a preStop hook may send the drain
+		// while the process is still connecting to its stores, and Go
+		// discards a SIGUSR1 nobody asked for, so the drain would be lost
+		// and the pod would take sockets until SIGTERM cut them without the
+		// reconnect hint. Caught now, it is honoured once serving.
+		drains := make(chan os.Signal, 1)
+		signal.Notify(drains, drainSignal)
+		defer signal.Stop(drains)
 		cfg, err := flags.load(cmd)
 		if err != nil {
 			return err
@@ -55,7 +63,7 @@ secrets, all roles in one process, on 127.0.0.1:8080.`,
 			_ = a.Shutdown()
 			return err
 		}
-		drainOnSignal(ctx, a)
+		drainOnSignal(ctx, a, drains)
 		return a.Run(ctx, ln)
 	}
 	return cmd
@@ -66,13 +74,11 @@ secrets, all roles in one process, on 127.0.0.1:8080.`,
 // needs no endpoint a client could reach.
 const drainSignal = syscall.SIGUSR1
 
-// drainOnSignal drains the server's sockets on drainSignal, within
+// drainOnSignal drains the server's sockets when drainSignal arrives on
+// sig (or arrived before: the channel keeps one), within
 // http.shutdown_timeout; SIGTERM still stops the process as before.
-func drainOnSignal(ctx context.Context, a *app.App) {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, drainSignal)
+func drainOnSignal(ctx context.Context, a *app.App, sig <-chan os.Signal) {
 	go func() {
-		defer signal.Stop(sig)
 		select {
 		case <-ctx.Done():
 			return

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/cluster"
 	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/payments"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -53,9 +55,7 @@ func TestSplitCluster(t *testing.T) {
 		t.Skip("the split cluster starts eleven processes and two databases; run without -short")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "presenced")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/presenced/presenced").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := testenv.Binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, err := cluster.Up(ctx, cluster.Options{Bin: bin, Dir: filepath.Join(dir, "cluster"), Log: testenv.Logger(),
@@ -126,8 +126,17 @@ func TestSplitCluster(t *testing.T) {
 		hdr := user("buyer")
 		hdr[booking.HeaderAdmissionPass] = pass
 		hdr[booking.HeaderIdempotencyKey] = "k1"
+		// A live seat-map viewer on the browse plane, before the hold.
+		live := sse(t, c.URL("browse")+"/v1/events/"+event+"/live")
+		_, ok := awaitSSE(live, 30*time.Second, func(e sseEvent) bool { return e.Event == "reset" })
+		require.True(t, ok, "the live stream opens with a reset")
 		code, out := call(t, "POST", c.URL("booking")+"/v1/events/"+event+"/holds", hdr, `{"seats":[`+seats[0]+`,`+seats[1]+`]}`)
 		require.Equal(t, 201, code, out)
+		reservation, _ := out["id"].(string)
+		require.NotEmpty(t, reservation, out)
+		inv, ok := awaitSSE(live, 30*time.Second, func(e sseEvent) bool { return e.Event == "invalidate" })
+		require.True(t, ok, "the hold on the booking plane reaches the browse plane's live viewer (relayed by a worker)")
+		require.JSONEq(t, `{"type":"invalidate","section":"A"}`, inv.Data)
 		rival := user("rival")
 		rival[booking.HeaderAdmissionPass] = admitted(t, event, "rival")
 		rival[booking.HeaderIdempotencyKey] = "k2"
@@ -136,6 +145,99 @@ func TestSplitCluster(t *testing.T) {
 		testenv.Eventually(t, 30*time.Second, func() bool {
 			return seatStatus(t, event, 0) == "HELD" && seatStatus(t, event, 1) == "HELD"
 		}, "the browse plane shows the hold: relayed by a worker, read from the replica")
+
+		// Payment on the booking plane (the sandbox provider delivers its
+		// webhook there), tickets issued by a worker's fulfillment.
+		pay := user("buyer")
+		pay[payments.HeaderIdempotencyKey] = "pay-1"
+		code, out = call(t, "POST", c.URL("booking")+"/v1/reservations/"+reservation+"/payments", pay, "")
+		require.Equal(t, 201, code, out)
+		confirm, _ := json.Marshal(payments.SandboxConfirm{ClientSecret: out["clientSecret"].(string)})
+		code, out = call(t, "POST", c.URL("booking")+out["confirmUrl"].(string), nil, string(confirm))
+		require.Equal(t, 200, code, out)
+		testenv.Eventually(t, 60*time.Second, func() bool {
+			code, out := call(t, "GET", c.URL("booking")+"/v1/tickets", user("buyer"), "")
+			list, _ := out["tickets"].([]any)
+			return code == 200 && len(list) == 2
+		}, "two tickets, issued by a worker after the webhook")
+		testenv.Eventually(t, 30*time.Second, func() bool { return seatStatus(t, event, 0) == "SOLD" }, "the browse plane shows the seat sold")
+	})
+
+	t.Run("load-shedding ladder: live pushes paused, admission paused then shrunk", func(t *testing.T) {
+		event := fmt.Sprintf("ladder-%d", time.Now().UnixNano())
+		seats := newEvent(t, event, 5, 5)
+		live := sse(t, c.URL("browse")+"/v1/events/"+event+"/live")
+		_, ok := awaitSSE(live, 30*time.Second, func(e sseEvent) bool { return e.Event == "reset" })
+		require.True(t, ok)
+
+		// Rung 2, on the browse plane: viewers told to poll.
+		code, out := call(t, "PUT", c.URL("browse")+"/v1/admin/events/"+event+"/live", admin, `{"paused":true,"pollMs":10000}`)
+		require.Equal(t, 200, code, out)
+		paused, ok := awaitSSE(live, 30*time.Second, func(e sseEvent) bool { return e.Event != "reset" })
+		require.True(t, ok)
+		require.Equal(t, "paused", paused.Event, paused.Data)
+
+		// Rung 4, on the admit plane: the line holds while workers tick it.
+		code, out = call(t, "PUT", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, `{"capacity":5,"batch":5,"paused":true}`)
+		require.Equal(t, 200, code, out)
+		code, out = call(t, "POST", c.URL("admit")+"/v1/waitingroom/"+event+"/join", user("ladder-fan"), "")
+		require.Equal(t, 200, code, out)
+		pausedTicks := func() float64 {
+			series := `presenced_waitingroom_ticks_total{result="paused"}`
+			return metric(t, c.URL("worker"), series) + metric(t, c.URL("worker-2"), series)
+		}
+		ticks := pausedTicks()
+		testenv.Eventually(t, 30*time.Second, func() bool { return pausedTicks() >= ticks+2 }, "workers tick the paused room")
+		code, out = call(t, "GET", c.URL("admit")+"/v1/waitingroom/"+event+"/status", user("ladder-fan"), "")
+		require.Equal(t, 200, code, out)
+		require.Equal(t, "queued", out["state"], "nobody admitted while paused")
+
+		// Rung 3: resumed with a smaller batch and capacity, at the next tick.
+		code, out = call(t, "PUT", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, `{"capacity":1,"batch":1,"paused":false}`)
+		require.Equal(t, 200, code, out)
+		hdr := user("ladder-fan")
+		hdr[booking.HeaderAdmissionPass] = admitted(t, event, "ladder-fan")
+		hdr[booking.HeaderIdempotencyKey] = "l1"
+		code, out = call(t, "POST", c.URL("booking")+"/v1/events/"+event+"/holds", hdr, `{"seats":[`+seats[0]+`]}`)
+		require.Equal(t, 201, code, out)
+		testenv.Eventually(t, 30*time.Second, func() bool { return seatStatus(t, event, 0) == "HELD" }, "the hold relayed while pushes are paused")
+
+		// Rung 2 undone: the next message is the reset (no invalidation
+		// was pushed while paused), then invalidations flow again.
+		code, out = call(t, "PUT", c.URL("browse")+"/v1/admin/events/"+event+"/live", admin, `{"paused":false}`)
+		require.Equal(t, 200, code, out)
+		next, ok := awaitSSE(live, 30*time.Second, func(sseEvent) bool { return true })
+		require.True(t, ok)
+		require.Equal(t, "reset", next.Event, "nothing pushed while paused")
+	})
+
+	t.Run("viewers counted on ingest, read on count", func(t *testing.T) {
+		hotel := fmt.Sprintf("split-hotel-%d", time.Now().UnixNano())
+		code, out := call(t, "POST", c.URL("booking")+"/v1/admin/hotels", admin,
+			`{"id":"`+hotel+`","city":"split","timezone":"UTC","currency":"EUR","openNights":1,"roomTypes":[{"id":"room","capacity":2,"rooms":1,"basePrice":100}]}`)
+		require.Equal(t, 201, code, out)
+		// Each plane learns the hotel from the database (viewers.hotel_refresh).
+		testenv.Eventually(t, 30*time.Second, func() bool {
+			code, _ := call(t, "GET", c.URL("count")+"/v1/viewers/"+hotel+"/count", nil, "")
+			return code == 200
+		}, "the count plane knows the new hotel")
+		stream := sse(t, c.URL("count")+"/v1/viewers/"+hotel+"/stream")
+		// Three browsers without a cookie: three viewers.
+		for i := 0; i < 3; i++ {
+			testenv.Eventually(t, 30*time.Second, func() bool {
+				code, _ := call(t, "POST", c.URL("ingest")+"/v1/viewers/"+hotel+"/heartbeat", nil, "")
+				return code == 204
+			}, "a heartbeat counted on the ingest plane")
+		}
+		testenv.Eventually(t, 30*time.Second, func() bool {
+			code, out := call(t, "GET", c.URL("count")+"/v1/viewers/"+hotel+"/count", nil, "")
+			return code == 200 && out["count"] == 3.0
+		}, "the count plane reads the ingest plane's three viewers")
+		_, ok := awaitSSE(stream, 30*time.Second, func(e sseEvent) bool {
+			var n struct{ Count int64 }
+			return e.Event == "count:updated" && json.Unmarshal([]byte(e.Data), &n) == nil && n.Count == 3
+		})
+		require.True(t, ok, "the count plane's stream pushes the count of 3")
 	})
 
 	t.Run("booking plane stopped: browsing and the line go on", func(t *testing.T) {
@@ -249,26 +351,43 @@ func TestSplitCluster(t *testing.T) {
 		}()
 		code, out := call(t, "POST", c.URL("booking")+"/v1/events/"+event+"/holds", hdr, `{"seats":[`+seats[3]+`]}`)
 		require.Equal(t, 201, code, out)
+		// No relay runs, yet the booking plane, which wrote the event,
+		// exports its age, and the age grows.
+		const age = "presenced_outbox_oldest_unpublished_age_seconds"
+		first := metric(t, c.URL("booking"), age)
+		testenv.Eventually(t, 30*time.Second, func() bool { return metric(t, c.URL("booking"), age) >= first+1 },
+			"the booking plane's scrape shows the unpublished hold aging")
 		after := scrape()
+		ageKey := age + `{instance="booking"}`
+		require.Contains(t, after, ageKey, "the age series of the booking plane")
+		ageNow, err := strconv.ParseFloat(after[ageKey], 64)
+		require.NoError(t, err)
+		require.Less(t, ageNow, 60.0)
 
 		// Two minutes of the scrape before the stop, then eight of the one
 		// after (a series gone from it goes stale), evaluated by promtool
 		// against rules.yml.
+		// The age, scraped once, goes on growing with the clock while no
+		// relay runs: a minute per minute from the value scraped.
+		afterValues := func(key string) (string, bool) {
+			a, ok := after[key]
+			if key == ageKey {
+				return fmt.Sprintf("%d+60x8", int(ageNow)), true
+			}
+			return a + "x8", ok
+		}
 		var series []string
 		for key, b := range before {
-			vals := []string{b, b}
-			for i := 0; i < 9; i++ {
-				if a, ok := after[key]; ok {
-					vals = append(vals, a)
-				} else if i == 0 {
-					vals = append(vals, "stale")
-				}
+			vals := b + " " + b + " stale"
+			if a, ok := afterValues(key); ok {
+				vals = b + " " + b + " " + a
 			}
-			series = append(series, fmt.Sprintf("      - series: '%s'\n        values: '%s'", key, strings.Join(vals, " ")))
+			series = append(series, fmt.Sprintf("      - series: '%s'\n        values: '%s'", key, vals))
 		}
-		for key, a := range after {
+		for key := range after {
 			if _, ok := before[key]; !ok {
-				series = append(series, fmt.Sprintf("      - series: '%s'\n        values: '_ _ %sx8'", key, a))
+				a, _ := afterValues(key)
+				series = append(series, fmt.Sprintf("      - series: '%s'\n        values: '_ _ %s'", key, a))
 			}
 		}
 		require.NotEmpty(t, before, "the workers export the outbox and monitor series")
@@ -282,6 +401,18 @@ tests:
     input_series:
 `+strings.Join(series, "\n")+`
     alert_rule_test:
+      - eval_time: 2m
+        alertname: PresencedOutboxStale
+        exp_alerts: []
+      - eval_time: 5m
+        alertname: PresencedOutboxStale
+        exp_alerts:
+          - exp_labels:
+              severity: page
+              tier: t1
+            exp_annotations:
+              summary: "The oldest unpublished outbox event is 3m `+strconv.Itoa(int(ageNow))+`s old"
+              runbook: "docs/operations.md#drills"
       - eval_time: 1m
         alertname: PresencedOutboxNoRelay
         exp_alerts: []
@@ -364,34 +495,70 @@ tests:
 
 	t.Run("worker killed mid-tick: the other worker admits, nobody twice", func(t *testing.T) {
 		event := fmt.Sprintf("workerkill-%d", time.Now().UnixNano())
-		newEvent(t, event, 6, 1)
-		// Joins queue up; one admission per tick.
-		for i := 0; i < 10; i++ {
-			code, out := call(t, "POST", c.URL("admit")+"/v1/waitingroom/"+event+"/join", user(fmt.Sprintf("fan-%d", i)), "")
+		const capacity, fans = 40, 60
+		newEvent(t, event, capacity, 1)
+		// The whole line joins a paused room, then admission starts: one
+		// per tick (200 ms), so admitting takes seconds and the kill lands
+		// while a worker is ticking.
+		room := func(paused bool) {
+			code, out := call(t, "PUT", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, fmt.Sprintf(`{"capacity":%d,"batch":1,"paused":%t}`, capacity, paused))
 			require.Equal(t, 200, code, out)
 		}
+		room(true)
+		for i := 0; i < fans; i++ {
+			code, out := call(t, "POST", c.URL("admit")+"/v1/waitingroom/"+event+"/join", user(fmt.Sprintf("wk-fan-%d", i)), "")
+			require.Equal(t, 200, code, out)
+		}
+		room(false)
 		stats := func() map[string]any {
 			code, out := call(t, "GET", c.URL("admit")+"/v1/admin/waitingrooms/"+event, admin, "")
 			require.Equal(t, 200, code, out)
 			return out["stats"].(map[string]any)
 		}
-		testenv.Eventually(t, 30*time.Second, func() bool { return stats()["active"].(float64) >= 2 }, "admissions under way")
-		require.NoError(t, c.Kill("worker"))
-		testenv.Eventually(t, 60*time.Second, func() bool { return stats()["active"].(float64) == 6 }, "worker-2 takes the tick lease and fills checkout")
+		// The ticker is the worker whose admissions grow while this
+		// event's line is the only one with people in it: it holds the
+		// tick lease of the event's shard.
+		var ticker, other string
+		testenv.Eventually(t, 30*time.Second, func() bool {
+			a0, b0 := metric(t, c.URL("worker"), "presenced_waitingroom_admitted_total"), metric(t, c.URL("worker-2"), "presenced_waitingroom_admitted_total")
+			active := stats()["active"].(float64)
+			if active >= capacity-5 {
+				t.Fatalf("checkout nearly full (%v) before a ticker was seen", active)
+			}
+			testenv.Eventually(t, 10*time.Second, func() bool { return stats()["active"].(float64) > active }, "an admission")
+			a1, b1 := metric(t, c.URL("worker"), "presenced_waitingroom_admitted_total"), metric(t, c.URL("worker-2"), "presenced_waitingroom_admitted_total")
+			switch {
+			case a1 > a0 && b1 == b0:
+				ticker, other = "worker", "worker-2"
+			case b1 > b0 && a1 == a0:
+				ticker, other = "worker-2", "worker"
+			default:
+				return false // the lease moved meanwhile: look again
+			}
+			return true
+		}, "one worker admits: it holds the tick lease")
+		otherAdmitted := metric(t, c.URL(other), "presenced_waitingroom_admitted_total")
+		otherAcquired := metric(t, c.URL(other), `presenced_waitingroom_tick_lease_changes_total{change="acquired"}`)
+		before := stats()["active"].(float64)
+		require.NoError(t, c.Kill(ticker))
+		t.Logf("SIGKILLed %s, the ticker, at %v admitted of %d", ticker, before, capacity)
+		testenv.Eventually(t, 60*time.Second, func() bool { return stats()["active"].(float64) == capacity }, "the other worker takes the tick lease and fills checkout")
+		require.Greater(t, metric(t, c.URL(other), `presenced_waitingroom_tick_lease_changes_total{change="acquired"}`), otherAcquired, "%s acquired the dead worker's lease", other)
+		require.Greater(t, metric(t, c.URL(other), "presenced_waitingroom_admitted_total"), otherAdmitted, "%s admitted the rest", other)
 		// Stays at capacity: nobody admitted twice, nobody beyond it.
 		admittedUsers := 0
-		for i := 0; i < 10; i++ {
-			code, out := call(t, "GET", c.URL("admit")+"/v1/waitingroom/"+event+"/status", user(fmt.Sprintf("fan-%d", i)), "")
+		for i := 0; i < fans; i++ {
+			code, out := call(t, "GET", c.URL("admit")+"/v1/waitingroom/"+event+"/status", user(fmt.Sprintf("wk-fan-%d", i)), "")
 			require.Equal(t, 200, code, out)
 			if out["state"] == "admitted" {
 				admittedUsers++
 			}
 		}
-		require.Equal(t, 6, admittedUsers)
+		require.Equal(t, capacity, admittedUsers)
 		st := stats()
-		require.Equal(t, 6.0, st["active"], "active leases")
-		require.Equal(t, 4.0, st["queued"], "still in line")
-		require.NoError(t, c.Start(ctx, "worker"))
+		require.Equal(t, float64(capacity), st["active"], "active leases")
+		require.Equal(t, float64(fans-capacity), st["queued"], "still in line")
+		require.NoError(t, c.Start(ctx, ticker))
 	})
 }
 
@@ -401,4 +568,22 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// metric reads one series (name with its labels, as exposed) from a
+// plane's /metrics; 0 when absent.
+func metric(t *testing.T, base, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			require.NoError(t, err, line)
+			return f
+		}
+	}
+	return 0
 }

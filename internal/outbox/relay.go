@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -146,7 +145,6 @@ func (r *Relay) Run(ctx context.Context) error {
 				break
 			}
 		}
-		r.observeLag(ctx)
 		if time.Since(lastCleanup) > time.Minute {
 			lastCleanup = time.Now()
 			if err := r.cleanup(ctx); err != nil && ctx.Err() == nil {
@@ -312,25 +310,6 @@ func (r *Relay) append(ctx context.Context, events []Event) (int, error) {
 	return len(events), nil
 }
 
-func (r *Relay) observeLag(ctx context.Context) {
-	var oldest *time.Time
-	// The oldest by id: the relay's own index, one entry read, where
-	// min(created_at) would read every unpublished row.
-	err := r.cfg.Pool.QueryRow(ctx, "SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1").Scan(&oldest)
-	if errors.Is(err, pgx.ErrNoRows) {
-		r.m.oldestAge.Set(0)
-		return
-	}
-	if err != nil {
-		return
-	}
-	if oldest == nil {
-		r.m.oldestAge.Set(0)
-		return
-	}
-	r.m.oldestAge.Set(time.Since(*oldest).Seconds())
-}
-
 func (r *Relay) cleanup(ctx context.Context) error {
 	_, err := r.cfg.Pool.Exec(ctx, `
 DELETE FROM outbox WHERE id IN (
@@ -342,7 +321,6 @@ DELETE FROM outbox WHERE id IN (
 type relayMetrics struct {
 	published *prometheus.CounterVec
 	errors    prometheus.Counter
-	oldestAge prometheus.Gauge
 	leader    prometheus.Gauge
 }
 
@@ -356,10 +334,6 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 			Name: "presenced_outbox_relay_errors_total",
 			Help: "Relay rounds stopped by an error (the event is retried).",
 		}),
-		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "presenced_outbox_oldest_unpublished_age_seconds",
-			Help: "Age of the oldest unpublished outbox event, seen by the relaying process.",
-		}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "presenced_outbox_relay_leader",
 			Help: "1 while this process holds the relay lock.",
@@ -368,7 +342,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.published, m.errors, m.oldestAge, m.leader} {
+	for _, c := range []prometheus.Collector{m.published, m.errors, m.leader} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -542,6 +542,30 @@ test('the live seat map resets on every connection and pauses while hidden', () 
   assert.deepEqual(got, ['reset', 'invalidate B', 'reset']);
 });
 
+test('the live seat map polls while the server has paused its pushes', () => {
+  const clock = new FakeClock();
+  const ws = fakeSockets();
+  const live = new SeatMapLive({ base: 'http://x', event: 'e1', WebSocket: ws.WebSocket, clock, random: () => 0.5, probe: null, activity: new FakeActivity() });
+  const got = [];
+  live.on('reset', () => got.push('reset'));
+  live.start();
+  ws.last().open();
+  ws.last().receive({ type: 'reset' });
+  ws.last().receive({ type: 'paused', pollMs: 3000 });
+  clock.advance(2999);
+  assert.deepEqual(got, ['reset']);
+  clock.advance(1);
+  clock.advance(3000);
+  assert.deepEqual(got, ['reset', 'reset', 'reset'], 'a refetch every pollMs');
+  ws.last().receive({ type: 'paused', pollMs: 3000 });
+  clock.advance(3000);
+  assert.deepEqual(got.length, 4, 'a second notice does not double the polling');
+  ws.last().receive({ type: 'reset' });
+  clock.advance(30000);
+  assert.deepEqual(got.length, 5, 'resumed: the reset, then no more polling');
+  live.close();
+});
+
 test('seat bitmaps decode two bits a seat, most significant pair first', () => {
   // seats: 0 AVAILABLE, 1 HELD, 2 SOLD, 3 BLOCKED, then 2
   const bytes = new Uint8Array([0b00011011, 0b10000000]);

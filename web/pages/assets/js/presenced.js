@@ -1263,7 +1263,9 @@ export async function fetchSeatStates(base, event, section, opts = {}) {
  * (re)connect, and after the server lost track) and 'invalidate'
  * (section id: fetch that section again). SSE, then polling, when
  * WebSockets are blocked. A hidden tab closes it after pauseAfterMs; it
- * reopens with a reset on return.
+ * reopens with a reset on return. While an operator has paused the
+ * event's pushes (load shedding) the server says 'paused' with a pollMs:
+ * it then emits 'reset' every pollMs until the server's next reset.
  */
 export class SeatMapLive extends Emitter {
   #conn;
@@ -1271,6 +1273,7 @@ export class SeatMapLive extends Emitter {
   #activity;
   #pauseTimer = null;
   #stopFallback = null;
+  #pollTimer = null;
   #stop = [];
 
   /** @param {ClientOptions & {event: string, sections?: string[], pauseAfterMs?: number, pollMs?: number}} opts */
@@ -1290,7 +1293,10 @@ export class SeatMapLive extends Emitter {
     this.#conn.on('message', (d) => this.#onMessage(parseFrame(d)));
     this.#stop.push(
       this.#activity.on('hidden', () => {
-        this.#pauseTimer = this.#opts.clock.setTimeout(() => this.#conn.pause(), this.#opts.pauseAfterMs);
+        this.#pauseTimer = this.#opts.clock.setTimeout(() => {
+          this.#stopPolling();
+          this.#conn.pause();
+        }, this.#opts.pauseAfterMs);
       }),
       this.#activity.on('visible', () => {
         if (this.#pauseTimer) this.#opts.clock.clearTimeout(this.#pauseTimer);
@@ -1309,6 +1315,7 @@ export class SeatMapLive extends Emitter {
   }
 
   close() {
+    this.#stopPolling();
     this.#stopFallback?.();
     this.#conn.close();
     for (const f of this.#stop) f();
@@ -1316,16 +1323,35 @@ export class SeatMapLive extends Emitter {
   }
 
   #onMessage(m) {
-    if (m?.type === 'reset') this.emit('reset');
-    else if (m?.type === 'invalidate' && m.section) this.emit('invalidate', m.section);
+    if (m?.type === 'reset') {
+      this.#stopPolling();
+      this.emit('reset');
+    } else if (m?.type === 'invalidate' && m.section) this.emit('invalidate', m.section);
+    else if (m?.type === 'paused' && m.pollMs > 0) this.#startPolling(m.pollMs);
+  }
+
+  // Pushes paused by the server: fetch everything every pollMs instead.
+  #startPolling(ms) {
+    this.#stopPolling();
+    const tick = () => {
+      this.emit('reset');
+      this.#pollTimer = this.#opts.clock.setTimeout(tick, ms);
+    };
+    this.#pollTimer = this.#opts.clock.setTimeout(tick, ms);
+  }
+
+  #stopPolling() {
+    if (this.#pollTimer !== null) this.#opts.clock.clearTimeout(this.#pollTimer);
+    this.#pollTimer = null;
   }
 
   #startFallback(url) {
     const ES = this.#opts.EventSource ?? globalThis.EventSource;
     if (ES) {
       const es = new ES(url);
-      es.addEventListener('reset', () => this.emit('reset'));
+      es.addEventListener('reset', () => this.#onMessage({ type: 'reset' }));
       es.addEventListener('invalidate', (ev) => this.#onMessage(parseFrame(ev.data)));
+      es.addEventListener('paused', (ev) => this.#onMessage(parseFrame(ev.data)));
       this.#stopFallback = () => es.close();
     } else {
       // Without any push: refetch everything now and then.
