@@ -5,10 +5,8 @@
 package metricscheck
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"sort"
@@ -18,10 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/presenced/presenced/app"
-	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/app/apptest"
 	"github.com/presenced/presenced/internal/auth"
-	"github.com/presenced/presenced/internal/testenv"
 )
 
 // needsFailure are label values that appear only while something fails
@@ -139,30 +135,11 @@ func (s Scrape) Missing(want []Wanted, values bool) []string {
 // scrape, for the caller to report what is missing.
 func Live(t *testing.T, exact, loose []Wanted) Scrape {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.DataDir = t.TempDir()
-	cfg.Redis.URL = testenv.RedisURL(t)
-	cfg.Redis.Prefix = testenv.Prefix(t)
-	cfg.Postgres.URL = testenv.PostgresURL(t)
+	cfg := apptest.Config(t)
 	cfg.Payments.MonitorInterval = 200 * time.Millisecond
-	a, err := app.New(cfg, testenv.Logger())
-	require.NoError(t, err)
-	require.NoError(t, a.Start(context.Background()))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("presenced did not stop")
-		}
-	})
-	base := "http://" + ln.Addr().String()
+	// Unchecked: this scrapes metrics; the documents have their own tests.
+	srv := apptest.StartUnchecked(t, cfg)
+	a, base := srv.App, srv.URL
 	tok, err := auth.SignDev(a.Config.Auth.JWTSecret, "metrics-check", time.Hour, nil, "", "")
 	require.NoError(t, err)
 	do := func(method, path string) {
