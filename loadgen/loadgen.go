@@ -304,7 +304,7 @@ func (r *Runner) progressLoop(stop <-chan struct{}) {
 			p50, p99 := r.hist.Quantile(0.5), r.hist.Quantile(0.99)
 			r.mu.Unlock()
 			line := fmt.Sprintf("[%5.0fs] %s %d (%.0f/s) errors %d p50 %s p99 %s",
-				r.Elapsed().Seconds(), r.label, ops, float64(ops-last)/every.Seconds(), r.errs.Load(), round(p50), round(p99))
+				r.Elapsed().Seconds(), r.label, ops, float64(ops-last)/every.Seconds(), r.errs.Load(), RoundLatency(p50), RoundLatency(p99))
 			last = ops
 			if tty {
 				fmt.Fprintf(r.Progress, "\r%-100s", line)

@@ -105,10 +105,10 @@ func (s *Summary) Write(w io.Writer, asJSON bool) error {
 	fmt.Fprintf(tw, "duration\t%s (load window; %s in all with setup and checks)\n", s.Duration.Round(time.Millisecond), s.Wall.Round(100*time.Millisecond))
 	fmt.Fprintf(tw, "%s\t%d (%.1f/s)\n", s.Label, s.Ops, s.Throughput)
 	fmt.Fprintf(tw, "errors\t%d\n", s.Errors)
-	fmt.Fprintf(tw, "latency p50\t%s\n", round(s.Latency.P50))
-	fmt.Fprintf(tw, "latency p95\t%s\n", round(s.Latency.P95))
-	fmt.Fprintf(tw, "latency p99\t%s\n", round(s.Latency.P99))
-	fmt.Fprintf(tw, "latency max\t%s\n", round(s.Latency.Max))
+	fmt.Fprintf(tw, "latency p50\t%s\n", RoundLatency(s.Latency.P50))
+	fmt.Fprintf(tw, "latency p95\t%s\n", RoundLatency(s.Latency.P95))
+	fmt.Fprintf(tw, "latency p99\t%s\n", RoundLatency(s.Latency.P99))
+	fmt.Fprintf(tw, "latency max\t%s\n", RoundLatency(s.Latency.Max))
 	kinds := make([]string, 0, len(s.ErrorKinds))
 	for k := range s.ErrorKinds {
 		kinds = append(kinds, k)
@@ -129,7 +129,9 @@ func (s *Summary) Write(w io.Writer, asJSON bool) error {
 	return nil
 }
 
-func round(d time.Duration) time.Duration {
+// RoundLatency rounds a latency for printing: three significant places
+// or so at every scale.
+func RoundLatency(d time.Duration) time.Duration {
 	switch {
 	case d >= time.Second:
 		return d.Round(time.Millisecond)

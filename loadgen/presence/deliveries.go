@@ -232,17 +232,6 @@ func (run *loadRun) checkDeliveries() {
 }
 
 func quantiles(h *loadgen.Histogram) string {
-	q := func(x float64) time.Duration { return roundLatency(h.Quantile(x)) }
-	return fmt.Sprintf("p50 %s p90 %s p99 %s p99.9 %s max %s", q(0.5), q(0.9), q(0.99), q(0.999), roundLatency(h.Max()))
-}
-
-func roundLatency(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Second:
-		return d.Round(time.Millisecond)
-	case d >= time.Millisecond:
-		return d.Round(10 * time.Microsecond)
-	default:
-		return d.Round(time.Microsecond)
-	}
+	q := func(x float64) time.Duration { return loadgen.RoundLatency(h.Quantile(x)) }
+	return fmt.Sprintf("p50 %s p90 %s p99 %s p99.9 %s max %s", q(0.5), q(0.9), q(0.99), q(0.999), loadgen.RoundLatency(h.Max()))
 }
