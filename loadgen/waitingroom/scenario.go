@@ -298,6 +298,12 @@ func (run *loadRun) join(ctx context.Context, tok string) error {
 	}
 }
 
+// arrival is a frame and when it came off the socket.
+type arrival struct {
+	env web.Envelope
+	at  time.Time
+}
+
 // hold keeps one socket until the user is done (admitted and checked out,
 // or abandoned): it reports false when the socket failed or ended first.
 func (run *loadRun) hold(ctx context.Context, u *loadUser, tok string, leaveAt <-chan time.Time) bool {
@@ -306,7 +312,7 @@ func (run *loadRun) hold(ctx context.Context, u *loadUser, tok string, leaveAt <
 		return false
 	}
 	defer conn.Close()
-	frames := make(chan web.Envelope, 4)
+	frames := make(chan arrival, 4)
 	go func() {
 		defer close(frames)
 		for {
@@ -314,9 +320,13 @@ func (run *loadRun) hold(ctx context.Context, u *loadUser, tok string, leaveAt <
 			if err != nil {
 				return
 			}
+			// Stamped as it leaves the socket, before decoding and the
+			// channel hop, so the order figure sees as little client
+			// scheduling as it can.
+			at := time.Now()
 			var env web.Envelope
 			if json.Unmarshal(msg, &env) == nil {
-				frames <- env
+				frames <- arrival{env: env, at: at}
 			}
 		}
 	}()
@@ -326,14 +336,14 @@ func (run *loadRun) hold(ctx context.Context, u *loadUser, tok string, leaveAt <
 			return true
 		case <-leaveAt:
 			return true // abandons: the socket closes, nothing more is sent
-		case env, ok := <-frames:
+		case f, ok := <-frames:
 			if !ok {
 				return false
 			}
-			if env.Event != waitingroom.EventAdmitted {
+			if f.env.Event != waitingroom.EventAdmitted {
 				continue
 			}
-			u.admittedAt = time.Now()
+			u.admittedAt = f.at
 			if !u.abandons {
 				run.checkout(ctx, u, tok)
 			} // else: got in, then walked away; the lease runs out
@@ -420,7 +430,7 @@ func (run *loadRun) figures(elapsed time.Duration, maxActive, capacity int) {
 	r.AddFigure("waiting room", "%s: capacity %d, batch %d, %d users over %s", run.s.event, run.s.capacity, run.s.batch, run.s.users, run.s.window)
 	r.AddFigure("admitted (kept heartbeating)", "%d of %d; %d still waiting at the end", admitted, len(stayed), waiting)
 	r.AddFigure("abandoned", "%d (of whom %d were admitted before leaving)", abandoned, abandonedIn)
-	r.AddFigure("order violations", "%d (an earlier joiner admitted more than half a tick later)", violations(stayed, run.s.tick/2))
+	r.AddFigure("order violations", "%d (an earlier joiner admitted more than a tick later)", violations(stayed, run.s.tick))
 	r.AddFigure("max active leases vs capacity", "%d / %d (admin stats every 100ms; client-side holders max %d)", maxActive, capacity, run.maxHold.Load())
 	r.AddFigure("join to admission p50/p99", "%s / %s", waits.Quantile(0.5).Round(time.Millisecond), waits.Quantile(0.99).Round(time.Millisecond))
 	r.AddFigure("sockets", "%d reconnects; %d users gave up holding one (left out above)", reconnects, lost)
@@ -430,7 +440,12 @@ func (run *loadRun) figures(elapsed time.Duration, maxActive, capacity int) {
 // violations counts users admitted ahead of someone who had finished
 // joining before they started (both kept heartbeating); an admission more
 // than tol before the earlier joiner's counts, never admitted counts as
-// admitted at the end of time.
+// admitted at the end of time. Admissions are seen as they arrive on
+// separate sockets, so two users of one batch can arrive tens of
+// milliseconds apart on a busy machine: a tolerance of one tick keeps
+// that jitter out while a line served out of order still shows, its
+// swaps being several ticks apart. The exact order is the module's own
+// test (waitingroom TestFIFOAdmissionOrder).
 func violations(users []*loadUser, tol time.Duration) int {
 	adm := func(u *loadUser) time.Time {
 		if u.admittedAt.IsZero() {
