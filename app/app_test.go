@@ -146,7 +146,7 @@ func testConfig(t *testing.T) config.Config {
 	cfg.DataDir = t.TempDir()
 	cfg.Redis.URL = testenv.RedisURL(t)
 	cfg.Redis.Prefix = testenv.Prefix(t)
-	cfg.Postgres.URL = testenv.PostgresURL(t)
+	cfg.Postgres.URL = testenv.OwnPostgresURL(t)
 	cfg.HTTP.ShutdownTimeout = 5 * time.Second
 	return cfg
 }

@@ -23,9 +23,8 @@ import (
 // pinned server session, has published the change.
 func TestSaleBehindTransactionPooler(t *testing.T) {
 	t.Parallel()
-	direct := testenv.PostgresURL(t)
-	bouncer := testenv.PgBouncer(t, direct, "transaction", 4)
 	cfg := testConfig(t)
+	bouncer := testenv.PgBouncer(t, cfg.Postgres.URL, "transaction", 4)
 	cfg.Roles = []string{"admit", "booking", "browse", "worker"}
 	cfg.Postgres.URL = bouncer
 	pc, err := pgx.ParseConfig(bouncer)

@@ -25,7 +25,7 @@ func TestSeatMapFromStreamingReplica(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	cfg.Roles = []string{"booking", "browse", "worker"}
-	cfg.Postgres.ReadOnlyURL = testenv.ReplicaURL(t, store.DevReadOnlyLogin)
+	cfg.Postgres.ReadOnlyURL = testenv.ReplicaURL(t, cfg.Postgres.URL, store.DevReadOnlyLogin)
 	a, err := New(cfg, testenv.Logger())
 	require.NoError(t, err)
 	require.NoError(t, a.Start(context.Background()))
@@ -68,7 +68,7 @@ func TestSeatMapFromStreamingReplica(t *testing.T) {
 			   AND datname = current_database()`).Scan(&n))
 		return n
 	}
-	require.Positive(t, browsing(testenv.ReplicaURL(t, store.DevOwner)), "browse connections on the replica")
+	require.Positive(t, browsing(testenv.ReplicaURL(t, cfg.Postgres.URL, store.DevOwner)), "browse connections on the replica")
 
 	_, body := get(t, c.base+"/metrics")
 	gauge := func(name string) float64 {

@@ -96,9 +96,6 @@ func startSale(t *testing.T, seats int, tweak func(*config.Config)) *sale {
 	cfg.Payments.RecoveryAfter = time.Second
 	cfg.Payments.RefundBackoff = 100 * time.Millisecond
 	cfg.Payments.Sandbox.DeliveryBackoff = 100 * time.Millisecond
-	// A database of the test's own: the outbox relay, the sandbox's
-	// deliveries and the notifier each serve every row of their database.
-	cfg.Postgres.URL = testenv.NewDatabase(t)
 	cfg.Payments.Notify = config.PaymentsNotify{Sender: "webhook", WebhookURL: n.srv.URL,
 		WebhookSecret: noteSecret, Timeout: 5 * time.Second}
 	if tweak != nil {

@@ -27,7 +27,8 @@ func Config(t testing.TB) config.Config {
 	cfg.DataDir = t.TempDir()
 	cfg.Redis.URL = testenv.RedisURL(t)
 	cfg.Redis.Prefix = testenv.Prefix(t)
-	cfg.Postgres.URL = testenv.PostgresURL(t)
+	// A database of its own: see testenv.OwnPostgresURL.
+	cfg.Postgres.URL = testenv.OwnPostgresURL(t)
 	// Generous: under -race on a loaded two-core machine draining and
 	// stopping every loop has taken more than 5 s; a loop that ignores its
 	// context is still named by the error (App.Shutdown).

@@ -28,6 +28,10 @@ var (
 	pkgDBURL  string
 	pkgDBErr  error
 
+	templateOnce sync.Once
+	templateName string
+	templateErr  error
+
 	poolOnce sync.Once
 	pool     *pgxpool.Pool
 	poolErr  error
@@ -82,6 +86,16 @@ func NewDatabase(t testing.TB) string {
 }
 
 func newDatabase(admin string) (string, error) {
+	name, err := createDatabase(admin, "")
+	if err != nil {
+		return "", err
+	}
+	return withDatabase(admin, name)
+}
+
+// createDatabase creates a database, empty or a copy of template, dropped
+// when the test binary exits, and returns its name.
+func createDatabase(admin, template string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, admin)
@@ -95,18 +109,86 @@ func newDatabase(admin string) (string, error) {
 		return "", err
 	}
 	name := fmt.Sprintf("presenced_test_%d_%d", os.Getpid(), seq.Add(1))
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		sql += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
+	if _, err := conn.Exec(ctx, sql); err != nil {
 		return "", fmt.Errorf("create database: %w", err)
 	}
-	atExit(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, admin); err == nil {
-			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-			_ = c.Close(ctx)
-		}
-	})
-	return withDatabase(admin, name)
+	atExit(func() { dropDatabase(admin, name) })
+	return name, nil
+}
+
+func dropDatabase(admin, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c, err := pgx.Connect(ctx, admin); err == nil {
+		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		_ = c.Close(ctx)
+	}
+}
+
+// OwnPostgresURL is the DSN of a migrated database of the test's own, for
+// tests that run whole processes. A process's singleton loops (the outbox
+// relay, the viewers controller) elect their leader with a database-wide
+// advisory lock: in a database shared by parallel tests, another test's
+// process could win it and publish this test's events into its own Redis
+// keys; and loops that serve every row of their database (payment
+// deliveries, notifications) would serve other tests' rows. Each database
+// is a copy of one migrated once per test binary,
+// which takes a fraction of a second instead of a migration run.
+func OwnPostgresURL(t testing.TB) string {
+	t.Helper()
+	admin := adminURL(t)
+	templateOnce.Do(func() { templateName, templateErr = migratedTemplate(admin) })
+	if templateErr != nil {
+		t.Fatalf("postgres template: %v", templateErr)
+	}
+	name, err := createDatabase(admin, templateName)
+	if err != nil {
+		t.Fatalf("postgres: %v", err)
+	}
+	t.Cleanup(func() { dropDatabase(admin, name) })
+	url, err := withDatabase(admin, name)
+	if err != nil {
+		t.Fatalf("postgres: %v", err)
+	}
+	return url
+}
+
+// migratedTemplate creates and migrates the database OwnPostgresURL copies,
+// then closes it to connections: CREATE DATABASE refuses a template that
+// anyone is connected to.
+func migratedTemplate(admin string) (string, error) {
+	name, err := createDatabase(admin, "")
+	if err != nil {
+		return "", err
+	}
+	url, err := withDatabase(admin, name)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	_, err = store.Migrate(ctx, pool, store.Migrations(), Logger())
+	pool.Close()
+	if err != nil {
+		return "", err
+	}
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("connect admin: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH ALLOW_CONNECTIONS false"); err != nil {
+		return "", fmt.Errorf("close template: %w", err)
+	}
+	return name, nil
 }
 
 func withDatabase(dsn, db string) (string, error) {
@@ -223,12 +305,12 @@ func Replica(t testing.TB) *store.EmbeddedPostgres {
 	return replica
 }
 
-// ReplicaURL is the DSN of this package's database on the replica for
+// ReplicaURL is the DSN on the replica of the database primary names, for
 // login (store.DevOwner or store.DevReadOnlyLogin).
-func ReplicaURL(t testing.TB, login string) string {
+func ReplicaURL(t testing.TB, primary, login string) string {
 	t.Helper()
 	rep := Replica(t)
-	cfg, err := pgxpool.ParseConfig(PostgresURL(t))
+	cfg, err := pgxpool.ParseConfig(primary)
 	if err != nil {
 		t.Fatalf("postgres url: %v", err)
 	}

@@ -24,7 +24,6 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestSaleScenario(t *testing.T) {
 	t.Parallel()
 	cfg := apptest.Config(t)
-	cfg.Postgres.URL = testenv.NewDatabase(t)
 	cfg.Roles = []string{"admit", "browse", "booking", "worker"}
 	cfg.Waitingroom.TickInterval = 50 * time.Millisecond
 	cfg.Waitingroom.TickLeaseTTL = 500 * time.Millisecond
