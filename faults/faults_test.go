@@ -1,18 +1,14 @@
 package faults_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/presenced/presenced/app"
+	"github.com/presenced/presenced/app/apptest"
 	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
@@ -33,73 +29,9 @@ import (
 	"github.com/presenced/presenced/store"
 )
 
-// childEnv carries a JSON config: the test binary then runs one presenced
-// process instead of the tests, so the drill can SIGKILL it.
-const childEnv = "PRESENCED_FAULTS_CHILD_CONFIG"
-
 func TestMain(m *testing.M) {
-	if raw := os.Getenv(childEnv); raw != "" {
-		runChild(raw)
-		return
-	}
+	apptest.RunChildIfAsked()
 	testenv.Main(m)
-}
-
-func runChild(raw string) {
-	var cfg config.Config
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "child config:", err)
-		os.Exit(2)
-	}
-	a, err := app.New(cfg, testenv.Logger())
-	if err == nil {
-		err = a.Start(context.Background())
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child start:", err)
-		os.Exit(2)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.Exit(2)
-	}
-	fmt.Println("LISTEN " + ln.Addr().String())
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := a.Run(ctx, ln); err != nil {
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
-// child starts presenced in a process of its own and returns its base URL.
-func child(t *testing.T, cfg config.Config) (string, *exec.Cmd) {
-	t.Helper()
-	raw, err := json.Marshal(cfg)
-	require.NoError(t, err)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "LISTEN "); ok {
-				addr <- a
-			}
-		}
-	}()
-	select {
-	case a := <-addr:
-		return "http://" + a, cmd
-	case <-time.After(60 * time.Second):
-		t.Fatal("presenced did not start")
-		return "", nil
-	}
 }
 
 const secret = "faults-secret-faults-secret-faults-secret"
@@ -380,7 +312,7 @@ func TestFaultDrill(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(d.db.Close)
 
-	base, proc := child(t, cfg)
+	base, proc := apptest.Child(t, cfg)
 	d.base.Store(base)
 	d.proc = proc
 	for i := 0; i < 24; i++ {
@@ -404,7 +336,7 @@ func TestFaultDrill(t *testing.T) {
 	phase("presenced SIGKILL", func() {
 		require.NoError(t, d.proc.Process.Signal(syscall.SIGKILL))
 		_ = d.proc.Wait()
-		base, proc := child(t, cfg)
+		base, proc := apptest.Child(t, cfg)
 		d.proc = proc
 		d.base.Store(base)
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/presenced/presenced/app/apptest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +25,7 @@ func TestKilledGatewayUsersGoOffline(t *testing.T) {
 
 	gw := cfg
 	gw.Roles = []string{"presence"}
-	base, proc := childServer(t, gw)
+	base, proc := apptest.Child(t, gw)
 	doomed := &server{base: base}
 
 	alice := connect(t, survivor, "alice")
@@ -44,7 +45,7 @@ func TestKilledGatewayUsersGoOffline(t *testing.T) {
 	}
 	alice.quiet("bob", 100*time.Millisecond)
 
-	require.NoError(t, proc.Signal(syscall.SIGKILL))
+	require.NoError(t, proc.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	ttl := cfg.Presence.PingInterval * time.Duration(cfg.Presence.MissBudget)
 	bound := ttl + cfg.Presence.SchedulerInterval
@@ -71,7 +72,7 @@ func TestKilledGatewayLeaseEndsItsSessionsOnly(t *testing.T) {
 
 	gw := cfg
 	gw.Roles = []string{"presence"}
-	base, proc := childServer(t, gw)
+	base, proc := apptest.Child(t, gw)
 	doomed := &server{base: base}
 
 	alice := connect(t, survivor, "alice")
@@ -81,7 +82,7 @@ func TestKilledGatewayLeaseEndsItsSessionsOnly(t *testing.T) {
 	connect(t, survivor, "dave") // dave's second device
 	alice.statusOf("bob", "online")
 
-	require.NoError(t, proc.Signal(syscall.SIGKILL))
+	require.NoError(t, proc.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	alice.statusWithin("bob", "offline", 15*time.Second)
 	t.Logf("bob offline %s after the kill (lease %s, TTL %s)", time.Since(killed), cfg.Presence.GatewayLease, 3*time.Minute)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/app"
+	"github.com/presenced/presenced/app/apptest"
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/spectest"
@@ -25,10 +25,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		runChild()
-		return
-	}
+	apptest.RunChildIfAsked()
 	testenv.Main(m)
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/presenced/presenced/app/apptest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 )
@@ -44,7 +45,7 @@ func TestMeasureTimeToOfflineAfterGatewayKill(t *testing.T) {
 	survivor := startServer(t, cfg)
 	gw := cfg
 	gw.Roles = []string{"presence"}
-	base, proc := childServer(t, gw)
+	base, proc := apptest.Child(t, gw)
 
 	users := make([]string, n)
 	for i := range users {
@@ -138,7 +139,7 @@ func TestMeasureTimeToOfflineAfterGatewayKill(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	require.NoError(t, proc.Signal(syscall.SIGKILL))
+	require.NoError(t, proc.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	deadline = time.Now().Add(3 * time.Minute)
 	for {

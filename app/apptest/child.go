@@ -1,4 +1,4 @@
-package presence_test
+package apptest
 
 import (
 	"bufio"
@@ -21,13 +21,19 @@ import (
 	"github.com/presenced/presenced/internal/testenv"
 )
 
-// childEnv carries a JSON config: the test binary then runs one presenced
-// process instead of the tests, so a test can kill a real gateway.
-const childEnv = "PRESENCE_TEST_CHILD_CONFIG"
+// childEnv carries a JSON config to a test binary started by Child: it then
+// runs one presenced process instead of the tests.
+const childEnv = "PRESENCED_TEST_CHILD_CONFIG"
 
-func runChild() {
+// RunChildIfAsked runs presenced instead of the tests when this test binary
+// was started by Child, and then does not return. Call it first in TestMain.
+func RunChildIfAsked() {
+	raw := os.Getenv(childEnv)
+	if raw == "" {
+		return
+	}
 	var cfg config.Config
-	if err := json.Unmarshal([]byte(os.Getenv(childEnv)), &cfg); err != nil {
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "child config:", err)
 		os.Exit(2)
 	}
@@ -52,9 +58,11 @@ func runChild() {
 	os.Exit(0)
 }
 
-// childServer starts cfg in a separate process and returns its base URL
-// and the process, killed at test end if still running.
-func childServer(t *testing.T, cfg config.Config) (string, *os.Process) {
+// Child starts cfg in a process of its own, this test binary run again, so
+// a test can kill it as a crash would (SIGKILL). It returns the base URL
+// and the command; the process is killed at test end if still running.
+// The test binary's TestMain must call RunChildIfAsked.
+func Child(t testing.TB, cfg config.Config) (string, *exec.Cmd) {
 	t.Helper()
 	raw, err := json.Marshal(cfg)
 	require.NoError(t, err)
@@ -68,20 +76,20 @@ func childServer(t *testing.T, cfg config.Config) (string, *os.Process) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	lines := make(chan string, 1)
+	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if addr, ok := strings.CutPrefix(sc.Text(), "LISTEN "); ok {
-				lines <- addr
+			if a, ok := strings.CutPrefix(sc.Text(), "LISTEN "); ok {
+				addr <- a
 			}
 		}
 	}()
 	select {
-	case addr := <-lines:
-		return "http://" + addr, cmd.Process
-	case <-time.After(30 * time.Second):
-		t.Fatal("child server did not start")
+	case a := <-addr:
+		return "http://" + a, cmd
+	case <-time.After(60 * time.Second):
+		t.Fatal("presenced did not start in its own process")
 		return "", nil
 	}
 }
