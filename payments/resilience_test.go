@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,6 +197,12 @@ func TestBothProvidersDownReleasesHolds(t *testing.T) {
 		status, _, body := s.pay(b, res, "k")
 		require.Equal(t, 503, status, body)
 	}
+	// The recovery loop retries the failed starts through the same
+	// breakers, so the sandbox's may open before the sixth start: count
+	// from here, once both are open.
+	before := scrape(t, s)
+	require.Contains(t, before, `presenced_payments_breaker_open{provider="stripe"} 1`)
+	require.Contains(t, before, `presenced_payments_breaker_open{provider="sandbox"} 1`)
 	b, res := s.hold(1)
 	status, _, body := s.pay(b, res, "k")
 	require.Equal(t, 503, status, body)
@@ -202,8 +210,23 @@ func TestBothProvidersDownReleasesHolds(t *testing.T) {
 	require.Equal(t, "CANCELLED", s.reservationStatus(res))
 	require.Zero(t, s.scalar(`SELECT count(*) FROM seats WHERE reservation_id = $1`, res), "the seats are free again")
 	require.Zero(t, s.scalar(`SELECT count(*) FROM payments WHERE reservation_id = $1`, res))
-	require.Contains(t, scrape(t, s), "presenced_payments_holds_released_early_total 1")
+	const early = "presenced_payments_holds_released_early_total"
+	require.Equal(t, metricValue(t, before, early)+1, metricValue(t, scrape(t, s), early), "the release is counted")
 	_ = b
+}
+
+// metricValue reads an unlabelled series from a scrape.
+func metricValue(t *testing.T, scrape, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(scrape, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err, line)
+			return f
+		}
+	}
+	t.Fatalf("no series %s in the scrape", name)
+	return 0
 }
 
 // The fraud check, by amount (1,500 a seat): a blocked payment gets 402
