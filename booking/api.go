@@ -27,7 +27,8 @@ import (
 type Admission interface {
 	// QueueVerify: nil only for a valid pass of user for event whose
 	// server-side lease is live. Errors wrap ErrNotAdmitted or
-	// ErrAdmissionUnavailable.
+	// ErrAdmissionUnavailable. The pass itself (a signature check, the
+	// costly part) is checked when the answer is asked for.
 	QueueVerify(ctx context.Context, p redis.Pipeliner, pass, event, user string) func() error
 	// QueueExtend keeps the lease alive for d from now (the hold duration).
 	QueueExtend(ctx context.Context, p redis.Pipeliner, event, user string, d time.Duration) func() error

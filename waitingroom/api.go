@@ -50,9 +50,9 @@ func (m *Module) started() (*passVerifier, error) {
 }
 
 // QueueVerify is Verify for a caller that sends the lease check in one
-// round trip with its own Redis calls: the pass is checked now, the lease
-// check is queued on p (nothing is queued for a pass that fails), and the
-// returned func answers as Verify would once p has run. The caller bounds
+// round trip with its own Redis calls: the lease check is queued on p, and
+// the returned func, called once p has run, checks the pass and answers as
+// Verify would. The caller bounds
 // p's run (StoreTimeout) and, after a NOSCRIPT, loads LeaseScripts.
 func (m *Module) QueueVerify(ctx context.Context, p redis.Pipeliner, pass, event, user string) func() error {
 	v, err := m.started()

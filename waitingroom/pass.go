@@ -113,15 +113,22 @@ func (v *passVerifier) Verify(ctx context.Context, pass, event, user string) err
 }
 
 // QueueVerify is Verify with the lease check queued on p, so that a
-// caller sends it in the same round trip as its own Redis calls: the pass
-// is checked at once (no I/O), the lease when p has run and the returned
-// func is called. A pass that fails is not queued at all.
+// caller sends it in the same round trip as its own Redis calls. The lease
+// is named by event and user alone, so it is queued before the pass is
+// looked at; the pass's signature, the costly part, is checked only when
+// the returned func is called once p has run, after whatever cheaper
+// refusal (a rate limit) the caller checks first.
 func (v *passVerifier) QueueVerify(ctx context.Context, p redis.Pipeliner, pass, event, user string) func() error {
-	if err := v.checkPass(pass, event, user); err != nil {
-		return func() error { return err }
+	if event == "" || user == "" || !validEvent(event) {
+		return func() error { return fmt.Errorf("%w: no such event or user", ErrNotAdmitted) }
 	}
 	expiry := v.line.queueLeaseExpiry(ctx, p, event, user)
-	return func() error { return leaseLive(expiry()) }
+	return func() error {
+		if err := v.checkPass(pass, event, user); err != nil {
+			return err
+		}
+		return leaseLive(expiry())
+	}
 }
 
 // checkPass checks everything of a pass but its lease.
