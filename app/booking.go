@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/internal/module"
+	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/viewers"
 	"github.com/presenced/presenced/waitingroom"
 )
@@ -39,12 +42,38 @@ type admission struct {
 	waitingroom func() (*waitingroom.Module, error)
 }
 
-func (ad admission) Verify(ctx context.Context, pass, event, user string) error {
-	return ad.call(func(wr *waitingroom.Module) error { return wr.Verify(ctx, pass, event, user) })
+func (ad admission) QueueVerify(ctx context.Context, p redis.Pipeliner, pass, event, user string) func() error {
+	return ad.queue(func(wr *waitingroom.Module) func() error { return wr.QueueVerify(ctx, p, pass, event, user) })
 }
 
-func (ad admission) Extend(ctx context.Context, event, user string, d time.Duration) error {
-	return ad.call(func(wr *waitingroom.Module) error { return wr.Extend(ctx, event, user, d) })
+func (ad admission) QueueExtend(ctx context.Context, p redis.Pipeliner, event, user string, d time.Duration) func() error {
+	return ad.queue(func(wr *waitingroom.Module) func() error { return wr.QueueExtend(ctx, p, event, user, d) })
+}
+
+func (ad admission) Scripts() []*store.Script {
+	wr, err := ad.waitingroom()
+	if err != nil {
+		return nil
+	}
+	return wr.LeaseScripts()
+}
+
+func (ad admission) Timeout() time.Duration {
+	wr, err := ad.waitingroom()
+	if err != nil {
+		return time.Second // nothing is queued then: the check fails closed
+	}
+	return wr.StoreTimeout()
+}
+
+// queue runs f's queueing now and translates its answer's error later.
+func (ad admission) queue(f func(*waitingroom.Module) func() error) func() error {
+	wr, err := ad.waitingroom()
+	if err != nil {
+		return func() error { return admissionError(err) }
+	}
+	answer := f(wr)
+	return func() error { return admissionError(answer()) }
 }
 
 func (ad admission) Release(ctx context.Context, event, user string) error {

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/internal/outbox"
+	"github.com/presenced/presenced/store"
 )
 
 // The module's in-process API: what the app and other modules may call, and
@@ -17,13 +19,23 @@ import (
 
 // Admission checks a buyer's admission pass and its live lease. The waiting
 // room provides it; booking never reads the waiting room's keys.
+//
+// The checks of a hold are queued on a pipeline of booking's own, so that
+// they travel with booking's Redis calls in one round trip: the admission
+// check with the rate limit, the lease extension with the seat hints'.
+// Each returns a func that answers once the pipeline has run.
 type Admission interface {
-	// Verify returns nil only for a valid pass of user for event whose
+	// QueueVerify: nil only for a valid pass of user for event whose
 	// server-side lease is live. Errors wrap ErrNotAdmitted or
-	// ErrAdmissionUnavailable.
-	Verify(ctx context.Context, pass, event, user string) error
-	// Extend keeps the lease alive for d from now (the hold duration).
-	Extend(ctx context.Context, event, user string, d time.Duration) error
+	// ErrAdmissionUnavailable. The pass itself (a signature check, the
+	// costly part) is checked when the answer is asked for.
+	QueueVerify(ctx context.Context, p redis.Pipeliner, pass, event, user string) func() error
+	// QueueExtend keeps the lease alive for d from now (the hold duration).
+	QueueExtend(ctx context.Context, p redis.Pipeliner, event, user string, d time.Duration) func() error
+	// Scripts are what the queued calls run, loaded after a NOSCRIPT.
+	Scripts() []*store.Script
+	// Timeout bounds a pipeline carrying the queued calls.
+	Timeout() time.Duration
 	// Release ends the lease (checkout finished or abandoned).
 	Release(ctx context.Context, event, user string) error
 }

@@ -49,13 +49,10 @@ func (h hints) take(ctx context.Context, event string, seats []int64, owner, cla
 	return seats[n-1], nil
 }
 
-// extend gives the hints still owned by owner a new time to live (the
-// hold's, once it committed).
-func (h hints) extend(ctx context.Context, event string, seats []int64, owner string, ttl time.Duration) error {
-	if err := hintExtend.Run(ctx, h.rdb, h.hintKeys(event, seats), owner, max(ttl.Milliseconds(), 1)).Err(); err != nil {
-		return fmt.Errorf("extend seat hints: %w", err)
-	}
-	return nil
+// queueExtend queues on p the new time to live (the hold's, once it
+// committed) of the hints still owned by owner.
+func (h hints) queueExtend(ctx context.Context, p redis.Pipeliner, event string, seats []int64, owner string, ttl time.Duration) *redis.Cmd {
+	return hintExtend.Queue(ctx, p, h.hintKeys(event, seats), owner, max(ttl.Milliseconds(), 1))
 }
 
 // release drops the hints still owned by owner.

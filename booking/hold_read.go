@@ -40,19 +40,28 @@ FROM events e
 LEFT JOIN reservations r ON r.user_id = $2 AND r.event_id = $1 AND r.status = 'PENDING_PAYMENT'
 WHERE e.id = $1`
 
-	// Scalar subqueries, not joins: each runs per seat by its key, and the
-	// planner cannot turn them into a scan of reservations, sections or
-	// counters however wrong its row estimates are. The holder's state is
-	// tested outside the lookup's WHERE, which names only the key: the
-	// partial index of pending reservations would otherwise look cheaper
-	// to a planner that believes it empty, and grow with the sale.
+	// The wanted seats and the stored answer of the key, in one statement
+	// and so in one snapshot: an identical request that committed before
+	// it shows in both, and its retry is answered a replay, never told its
+	// own seats are taken. One row per seat (the answer repeated on each),
+	// or one row of nulls but the answer when no seat matches. The seat
+	// columns come from scalar subqueries, not joins: each runs per seat
+	// by its key, and the planner cannot turn them into a scan of
+	// reservations, sections or counters however wrong its row estimates
+	// are. The holder's state is tested outside the lookup's WHERE, which
+	// names only the key: the partial index of pending reservations would
+	// otherwise look cheaper to a planner that believes it empty, and grow
+	// with the sale.
 	selectHoldSeats = `
-SELECT s.id, s.event_id = $2, s.section_id, s.row_num, s.seat_num, s.status, s.base_price,
+SELECT k.fingerprint, k.status_code, k.response,
+       s.id, s.event_id = $2, s.section_id, s.row_num, s.seat_num, s.status, s.base_price,
        (SELECT CASE WHEN r.status = 'PENDING_PAYMENT' AND r.expires_at <= clock_timestamp() THEN r.id::text END
         FROM reservations r WHERE r.id = s.reservation_id),
        (SELECT c.seat_count FROM sections c WHERE c.event_id = s.event_id AND c.id = s.section_id),
        (SELECT coalesce(sum(o.taken), 0) FROM section_occupancy o WHERE o.event_id = s.event_id AND o.section_id = s.section_id)
-FROM seats s WHERE s.id = ANY($1)
+FROM (VALUES (true)) one (row)
+LEFT JOIN idempotency_keys k ON k.user_id = $3 AND k.operation = $4 AND k.key = $5
+LEFT JOIN seats s ON s.id = ANY($1)
 ORDER BY s.id`
 
 	selectHoldPromotion = `
@@ -112,18 +121,14 @@ type promotionRow struct {
 func (h *holdsPlane) read(ctx context.Context, in holdInput, seats []int64) (*holdView, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout)
 	defer cancel()
-	// Each statement reads its own snapshot. The stored answer is read
-	// last: an identical request that committed while the batch ran and
-	// shows in the seats or the pending checkout shows in the answer too
-	// (it committed them together), so the retry is answered a replay, not
-	// told its own seats are taken.
+	// Each statement reads its own snapshot; the seats and the stored
+	// answer share one (selectHoldSeats).
 	b := &pgx.Batch{}
 	b.Queue(selectHoldEvent, in.Event, in.User)
-	b.Queue(selectHoldSeats, seats, in.Event)
+	b.Queue(selectHoldSeats, seats, in.Event, in.User, opHold, in.Key)
 	if in.PromoCode != "" {
 		b.Queue(selectHoldPromotion, in.Event, in.PromoCode)
 	}
-	b.Queue(selectStored, in.User, opHold, in.Key)
 	res := h.db.SendBatch(ctx, b)
 	defer res.Close()
 	v := &holdView{}
@@ -147,20 +152,40 @@ func (h *holdsPlane) read(ctx context.Context, in holdInput, seats []int64) (*ho
 	if err != nil {
 		return nil, storeError("read seats", err)
 	}
-	v.seats, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (seatRow, error) {
+	for rows.Next() {
+		var st storedAnswer
+		var status *int
+		var id *int64
 		var s seatRow
-		var holder *string
-		var seatCount *int64
-		err := row.Scan(&s.id, &s.ofEvent, &s.section, &s.row, &s.num, &s.status, &s.basePrice, &holder, &seatCount, &s.sectionTaken)
+		var ofEvent *bool
+		var section, seatStatus, holder *string
+		var row, num *int
+		var basePrice, seatCount, taken *int64
+		if err := rows.Scan(&st.fingerprint, &status, &st.result.Body,
+			&id, &ofEvent, &section, &row, &num, &seatStatus, &basePrice, &holder, &seatCount, &taken); err != nil {
+			rows.Close()
+			return nil, storeError("read seats", err)
+		}
+		if status != nil && v.stored == nil {
+			st.result.Status = *status
+			v.stored = &st
+		}
+		if id == nil {
+			continue // no seat matched: the row carries only the answer
+		}
+		s.id, s.ofEvent, s.section, s.row, s.num, s.status, s.basePrice = *id, *ofEvent, *section, *row, *num, *seatStatus, *basePrice
 		if holder != nil {
 			s.expiredHolder = *holder
 		}
 		if seatCount != nil {
 			s.sectionSeats = *seatCount
 		}
-		return s, err
-	})
-	if err != nil {
+		if taken != nil {
+			s.sectionTaken = *taken
+		}
+		v.seats = append(v.seats, s)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, storeError("read seats", err)
 	}
 
@@ -173,15 +198,6 @@ func (h *holdsPlane) read(ctx context.Context, in holdInput, seats []int64) (*ho
 		case !errors.Is(err, pgx.ErrNoRows):
 			return nil, storeError("read promotion", err)
 		}
-	}
-
-	var st storedAnswer
-	err = res.QueryRow().Scan(&st.fingerprint, &st.result.Status, &st.result.Body)
-	switch {
-	case err == nil:
-		v.stored = &st
-	case !errors.Is(err, pgx.ErrNoRows):
-		return nil, storeError("read idempotency key", err)
 	}
 	if err := res.Close(); err != nil {
 		return nil, storeError("read hold", err)

@@ -185,19 +185,26 @@ func (h *holdsPlane) answerConcurrentRetry(ctx context.Context, in holdInput, fp
 	return r, nil
 }
 
-// afterCommit extends, side by side so the answer waits for one round trip,
-// the seat hints to the hold's time and the buyer's admission lease to the
-// hold duration. A failure leaves the hold standing: PostgreSQL owns it.
+// afterCommit extends the seat hints to the hold's time and the buyer's
+// admission lease to the hold duration, in one round trip to Redis. A
+// failure leaves the hold standing: PostgreSQL owns it.
 func (h *holdsPlane) afterCommit(ctx context.Context, in holdInput, seats []int64, resID string, holdFor time.Duration, expiresAt time.Time) {
-	hinted := make(chan error, 1)
-	go func() { hinted <- h.hints.extend(ctx, in.Event, seats, resID, time.Until(expiresAt)) }()
-	if err := h.admission.Extend(ctx, in.Event, in.User, holdFor); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
+	defer cancel()
+	var hinted *redis.Cmd
+	var leased func() error
+	// Both may run twice after a NOSCRIPT: each sets an expiry from now.
+	_ = pipelined(ctx, h.rdb, slices.Concat(h.admission.Scripts(), []*store.Script{hintExtend}), func(p redis.Pipeliner) {
+		hinted = h.hints.queueExtend(ctx, p, in.Event, seats, resID, time.Until(expiresAt))
+		leased = h.admission.QueueExtend(ctx, p, in.Event, in.User, holdFor)
+	})
+	if err := leased(); err != nil {
 		// The hold stands: PostgreSQL owns it. The buyer may have to
 		// re-verify at payment; count it so an operator sees it.
 		h.m.leaseExtendFail.Inc()
 		h.log.Warn("hold committed but the admission lease was not extended", "err", err)
 	}
-	if err := <-hinted; err != nil {
+	if err := hinted.Err(); err != nil {
 		// The hints lapse after the claim time; the seat rows still say
 		// HELD, so a later buyer is refused by PostgreSQL instead.
 		h.m.hintErrors.Inc()
@@ -206,12 +213,28 @@ func (h *holdsPlane) afterCommit(ctx context.Context, in holdInput, seats []int6
 }
 
 // gates are the cheap refusals before any row lock: the user's rate, then
-// the admission pass and its lease.
+// the admission pass and its lease. Both checks travel in one round trip
+// to Redis; the rate is counted whatever the pass says, as when it was
+// checked first on its own, and its refusal comes first.
 func (h *holdsPlane) gates(ctx context.Context, in holdInput) error {
-	if err := h.rateLimit(ctx, in.User); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
+	defer cancel()
+	var rate *redis.Cmd
+	admitted := func() error { return nil }
+	// The rate may be counted twice after a NOSCRIPT, as any retry counts.
+	_ = pipelined(ctx, h.rdb, slices.Concat(h.admission.Scripts(), []*store.Script{rateScript}), func(p redis.Pipeliner) {
+		rate = rateScript.Queue(ctx, p, []string{h.keys.holdRate(in.User)}, time.Minute.Milliseconds())
+		if in.Pass != "" {
+			admitted = h.admission.QueueVerify(ctx, p, in.Pass, in.Event, in.User)
+		}
+	})
+	if err := h.rateRefusal(rate); err != nil {
 		return err
 	}
-	return h.verifyAdmission(ctx, in)
+	if in.Pass == "" {
+		return web.Errorf(http.StatusForbidden, "not_admitted", "an X-Admission-Pass from the waiting room is required")
+	}
+	return admissionRefusal(admitted())
 }
 
 // lookupStored reads the stored answer of the request's key, if any.
@@ -268,9 +291,44 @@ func (h *holdsPlane) check(in holdInput) ([]int64, []byte, error) {
 	return seats, fingerprint(in.Event, seats, in.PromoCode), nil
 }
 
+// rateLimit counts an attempt of user and refuses one over the rate: the
+// gate of a stay hold, which looks up its hotel before it knows whether
+// it needs an admission pass.
 func (h *holdsPlane) rateLimit(ctx context.Context, user string) error {
-	res, err := rateScript.Run(ctx, h.rdb, []string{h.keys.holdRate(user)}, time.Minute.Milliseconds()).Int64Slice()
-	if err != nil {
+	return h.rateRefusal(rateScript.Run(ctx, h.rdb, []string{h.keys.holdRate(user)}, time.Minute.Milliseconds()))
+}
+
+// verifyAdmission checks the pass and lease on its own (a stay's flash
+// deal).
+func (h *holdsPlane) verifyAdmission(ctx context.Context, in holdInput) error {
+	if in.Pass == "" {
+		return web.Errorf(http.StatusForbidden, "not_admitted", "an X-Admission-Pass from the waiting room is required")
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
+	defer cancel()
+	var admitted func() error
+	_ = pipelined(ctx, h.rdb, h.admission.Scripts(), func(p redis.Pipeliner) {
+		admitted = h.admission.QueueVerify(ctx, p, in.Pass, in.Event, in.User)
+	})
+	return admissionRefusal(admitted())
+}
+
+// extendLease keeps user's lease alive for d (a stay's flash deal).
+func (h *holdsPlane) extendLease(ctx context.Context, event, user string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
+	defer cancel()
+	var leased func() error
+	_ = pipelined(ctx, h.rdb, h.admission.Scripts(), func(p redis.Pipeliner) {
+		leased = h.admission.QueueExtend(ctx, p, event, user, d)
+	})
+	return leased()
+}
+
+// rateRefusal reads the answer of rate.lua: the attempts in the window
+// and the window's remaining milliseconds.
+func (h *holdsPlane) rateRefusal(rate *redis.Cmd) error {
+	res, err := rate.Int64Slice()
+	if err != nil || len(res) != 2 {
 		return web.Unavailable(time.Second, "rate limiter unavailable; retry")
 	}
 	if res[0] > int64(h.cfg.HoldsPerMinute) {
@@ -281,11 +339,7 @@ func (h *holdsPlane) rateLimit(ctx context.Context, user string) error {
 	return nil
 }
 
-func (h *holdsPlane) verifyAdmission(ctx context.Context, in holdInput) error {
-	if in.Pass == "" {
-		return web.Errorf(http.StatusForbidden, "not_admitted", "an X-Admission-Pass from the waiting room is required")
-	}
-	err := h.admission.Verify(ctx, in.Pass, in.Event, in.User)
+func admissionRefusal(err error) error {
 	switch {
 	case err == nil:
 		return nil

@@ -108,8 +108,11 @@ func TestHoldRefusals(t *testing.T) {
 	b.desk.down.Store(false)
 
 	// The rate limit counts every well-formed attempt, refused ones
-	// included: four so far.
+	// included: four so far. Its refusal comes before the pass is checked
+	// (the costly part of the admission check).
+	checked := b.desk.checked.Load()
 	require.Equal(t, 429, try(base))
+	require.Equal(t, checked, b.desk.checked.Load(), "a rate-limited hold checks no pass")
 	var n int
 	require.NoError(t, b.db.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE event_id = $1`, event).Scan(&n))
 	require.Zero(t, n, "refusals change nothing")

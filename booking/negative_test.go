@@ -3,7 +3,9 @@ package booking
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,8 +17,9 @@ import (
 
 // naiveHold is the hold path with its defences removed: it checks the seats
 // without locking them, then writes. A slow moment between check and write
-// (here made certain with pg_sleep) is all a double sale needs.
-func naiveHold(ctx context.Context, db *pgxpool.Pool, event, user string, seats []int64) (int, error) {
+// (here made certain: checked returns once other buyers have checked too)
+// is all a double sale needs.
+func naiveHold(ctx context.Context, db *pgxpool.Pool, event, user string, seats []int64, checked func()) (int, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -30,9 +33,7 @@ func naiveHold(ctx context.Context, db *pgxpool.Pool, event, user string, seats 
 	if free != len(seats) {
 		return 409, nil
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_sleep(0.05)`); err != nil {
-		return 0, err
-	}
+	checked()
 	id := uuid.New().String()
 	if _, err := tx.Exec(ctx, `INSERT INTO reservations (id, event_id, user_id, status, expires_at, total, currency)
 		VALUES ($1, $2, $3, 'PENDING_PAYMENT', now() + interval '10 minutes', 0, 'EUR')`, id, event, user); err != nil {
@@ -83,8 +84,24 @@ func TestNegativeControlDoubleSaleWithoutDefences(t *testing.T) {
 
 	event, seats := b.event(t, "A:1x10@100")
 	cart := []int64{seats[0], seats[1]}
+	// The first three buyers all check the seats before any of them
+	// writes, however the machine schedules them (a sleep between check
+	// and write was not enough on a loaded machine). Three, not more: the
+	// pool's fourth connection serves the others meanwhile.
+	const together = 3
+	var arrived atomic.Int32
+	all := make(chan struct{})
+	checked := func() {
+		if arrived.Add(1) == together {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-time.After(30 * time.Second):
+		}
+	}
 	statuses := race(t, 30, func(i int) int {
-		s, err := naiveHold(ctx, scratch, event, fmt.Sprintf("naive%d", i), cart)
+		s, err := naiveHold(ctx, scratch, event, fmt.Sprintf("naive%d", i), cart, checked)
 		if err != nil {
 			return 500
 		}

@@ -138,7 +138,7 @@ func holdStatements(event, user string, seats []int64) map[string][]any {
 	return map[string][]any{
 		"stored":               {selectStored, user, opHold, "k"},
 		"event":                {selectHoldEvent, event, user},
-		"seats":                {selectHoldSeats, seats, event},
+		"seats":                {selectHoldSeats, seats, event, user, opHold, "k"},
 		"promotion":            {selectHoldPromotion, event, "CODE"},
 		"write":                writeArgs(writeHoldSQL, event, user, res, seats),
 		"write with promotion": writeArgs(writeHoldPromoSQL, event, user, res, seats),

@@ -112,7 +112,7 @@ func (s *staysPlane) HoldStay(ctx context.Context, in stayInput) (holdResult, er
 		return holdResult{}, storeError("commit stay hold", err)
 	}
 	if hotel.waitingRoom {
-		if err := s.admission.Extend(ctx, in.Hotel, in.User, holdFor); err != nil {
+		if err := s.extendLease(ctx, in.Hotel, in.User, holdFor); err != nil {
 			s.m.leaseExtendFail.Inc()
 			s.log.Warn("stay held but the admission lease was not extended", "err", err)
 		}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/store"
 )
 
 // The module's in-process API: what the app and other modules may call.
@@ -44,3 +48,34 @@ func (m *Module) started() (*passVerifier, error) {
 	}
 	return m.verifier, nil
 }
+
+// QueueVerify is Verify for a caller that sends the lease check in one
+// round trip with its own Redis calls: the lease check is queued on p, and
+// the returned func, called once p has run, checks the pass and answers as
+// Verify would. The caller bounds
+// p's run (StoreTimeout) and, after a NOSCRIPT, loads LeaseScripts.
+func (m *Module) QueueVerify(ctx context.Context, p redis.Pipeliner, pass, event, user string) func() error {
+	v, err := m.started()
+	if err != nil {
+		return func() error { return err }
+	}
+	return v.QueueVerify(ctx, p, pass, event, user)
+}
+
+// QueueExtend is Extend queued on p, as QueueVerify.
+func (m *Module) QueueExtend(ctx context.Context, p redis.Pipeliner, event, user string, d time.Duration) func() error {
+	v, err := m.started()
+	if err != nil {
+		return func() error { return err }
+	}
+	return v.QueueExtend(ctx, p, event, user, d)
+}
+
+// LeaseScripts are the scripts QueueVerify and QueueExtend queue.
+func (m *Module) LeaseScripts() []*store.Script {
+	return []*store.Script{leaseCheckScript, leaseExtendScript}
+}
+
+// StoreTimeout bounds one Redis call of a request, a pipeline carrying
+// QueueVerify or QueueExtend included.
+func (m *Module) StoreTimeout() time.Duration { return m.cfg.StoreTimeout }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/internal/keyring"
 	"github.com/presenced/presenced/store"
@@ -103,6 +104,35 @@ func newVerifier(line *lineStore, ring *keyring.Ring, timeout time.Duration) *pa
 // names user and event, has not expired, and user holds a live lease for
 // event. Errors wrap ErrNotAdmitted or ErrUnavailable.
 func (v *passVerifier) Verify(ctx context.Context, pass, event, user string) error {
+	if err := v.checkPass(pass, event, user); err != nil {
+		return err
+	}
+	ctx, cancel := v.bound(ctx)
+	defer cancel()
+	return leaseLive(v.line.LeaseExpiry(ctx, event, user))
+}
+
+// QueueVerify is Verify with the lease check queued on p, so that a
+// caller sends it in the same round trip as its own Redis calls. The lease
+// is named by event and user alone, so it is queued before the pass is
+// looked at; the pass's signature, the costly part, is checked only when
+// the returned func is called once p has run, after whatever cheaper
+// refusal (a rate limit) the caller checks first.
+func (v *passVerifier) QueueVerify(ctx context.Context, p redis.Pipeliner, pass, event, user string) func() error {
+	if event == "" || user == "" || !validEvent(event) {
+		return func() error { return fmt.Errorf("%w: no such event or user", ErrNotAdmitted) }
+	}
+	expiry := v.line.queueLeaseExpiry(ctx, p, event, user)
+	return func() error {
+		if err := v.checkPass(pass, event, user); err != nil {
+			return err
+		}
+		return leaseLive(expiry())
+	}
+}
+
+// checkPass checks everything of a pass but its lease.
+func (v *passVerifier) checkPass(pass, event, user string) error {
 	if v.ring == nil {
 		return fmt.Errorf("%w: this process holds no pass keys", ErrUnavailable)
 	}
@@ -119,9 +149,10 @@ func (v *passVerifier) Verify(ctx context.Context, pass, event, user string) err
 	if claims.Event != event {
 		return fmt.Errorf("%w: the pass is for another event", ErrNotAdmitted)
 	}
-	ctx, cancel := v.bound(ctx)
-	defer cancel()
-	exp, err := v.line.LeaseExpiry(ctx, event, user)
+	return nil
+}
+
+func leaseLive(exp time.Time, err error) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -146,15 +177,34 @@ func (v *passVerifier) key(t *jwt.Token) (any, error) {
 // Extend sets the lease of (event, user) to expire d from now, if a live
 // lease exists (ErrNotAdmitted otherwise).
 func (v *passVerifier) Extend(ctx context.Context, event, user string, d time.Duration) error {
+	if err := checkExtend(event, user, d); err != nil {
+		return err
+	}
+	ctx, cancel := v.bound(ctx)
+	defer cancel()
+	return extended(v.line.ExtendLease(ctx, event, user, d))
+}
+
+// QueueExtend is Extend queued on p; the returned func answers once p ran.
+func (v *passVerifier) QueueExtend(ctx context.Context, p redis.Pipeliner, event, user string, d time.Duration) func() error {
+	if err := checkExtend(event, user, d); err != nil {
+		return func() error { return err }
+	}
+	ok := v.line.queueExtendLease(ctx, p, event, user, d)
+	return func() error { return extended(ok()) }
+}
+
+func checkExtend(event, user string, d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("%w: cannot extend a lease by %s", ErrNotAdmitted, d)
 	}
 	if user == "" || !validEvent(event) {
 		return fmt.Errorf("%w: no such event or user", ErrNotAdmitted)
 	}
-	ctx, cancel := v.bound(ctx)
-	defer cancel()
-	ok, err := v.line.ExtendLease(ctx, event, user, d)
+	return nil
+}
+
+func extended(ok bool, err error) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/presenced/presenced/internal/keyring"
 	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/store"
 )
 
 // A pass is good only with the right signature, algorithm, claims AND a
@@ -192,4 +193,59 @@ func tamper(t testing.TB, tok string) string {
 	changed = strings.Replace(changed, `"sub":"alicf"`, `"sub":"alice","x":1`, 1)
 	parts[1] = base64.RawURLEncoding.EncodeToString([]byte(changed))
 	return strings.Join(parts, ".")
+}
+
+// The queued checks booking sends with its own Redis calls answer as
+// Verify and Extend do, in one pipeline with keys of other hash tags (one
+// round trip per node of a Cluster).
+func TestQueuedChecksAnswerAsVerify(t *testing.T) {
+	t.Parallel()
+	redisKinds(t, func(t *testing.T, rdb redis.UniversalClient) {
+		b := setup(t, rdb, nil)
+		ctx := context.Background()
+		b.openRoom(t, "ev", Settings{})
+		b.join(t, "ev", "alice")
+		b.tick(t, "ev")
+		exp, err := b.line.LeaseExpiry(ctx, "ev", "alice")
+		require.NoError(t, err)
+		require.False(t, exp.IsZero())
+		good, _, err := b.mod.issuer.Issue("ev", "alice", exp, time.Now())
+		require.NoError(t, err)
+		carol, _, err := b.mod.issuer.Issue("ev", "carol", exp, time.Now()) // signed, never admitted
+		require.NoError(t, err)
+		v := b.mod.verifier
+		// A pipeline's caller loads the scripts after a NOSCRIPT.
+		require.NoError(t, store.Load(ctx, rdb, b.mod.LeaseScripts()...))
+
+		var alice, noLease, tampered, extended, notExtended func() error
+		var foreign *redis.IntCmd
+		p := rdb.Pipeline()
+		alice = v.QueueVerify(ctx, p, good, "ev", "alice")
+		noLease = v.QueueVerify(ctx, p, carol, "ev", "carol")
+		tampered = v.QueueVerify(ctx, p, tamper(t, good), "ev", "alice")
+		foreign = p.Incr(ctx, b.keys.Entity("user", "alice").Key("n"))
+		extended = v.QueueExtend(ctx, p, "ev", "alice", 10*time.Minute)
+		notExtended = v.QueueExtend(ctx, p, "ev", "carol", time.Minute)
+		require.Equal(t, 6, p.Len())
+		_, err = p.Exec(ctx)
+		require.NoError(t, err)
+
+		require.NoError(t, alice())
+		require.ErrorIs(t, noLease(), ErrNotAdmitted)
+		require.ErrorIs(t, tampered(), ErrNotAdmitted)
+		require.Equal(t, int64(1), foreign.Val())
+		require.NoError(t, extended())
+		require.ErrorIs(t, notExtended(), ErrNotAdmitted)
+		exp2, err := b.line.LeaseExpiry(ctx, "ev", "alice")
+		require.NoError(t, err)
+		require.WithinDuration(t, time.Now().Add(10*time.Minute), exp2, 5*time.Second)
+
+		// A Redis that fails answers unavailable: the caller fails closed.
+		p = rdb.Pipeline()
+		down := v.QueueVerify(ctx, p, good, "ev", "alice")
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		_, _ = p.Exec(cancelled)
+		require.ErrorIs(t, down(), ErrUnavailable)
+	})
 }
