@@ -24,11 +24,14 @@ var (
 	expireLua string
 	//go:embed lua/rooms.lua
 	roomsLua string
+	//go:embed lua/subs.lua
+	subsLua string
 
 	sessionScript   = store.NewScript("presence_session", sessionLua)
 	pingApplyScript = store.NewScript("presence_ping_apply", pingApplyLua)
 	expireScript    = store.NewScript("presence_expire", expireLua)
 	roomsScript     = store.NewScript("presence_rooms", roomsLua)
+	subsScript      = store.NewScript("presence_subs", subsLua)
 )
 
 // Errors of session operations.
@@ -42,11 +45,10 @@ var (
 // stateStore is the Redis side of the module: sessions, statuses,
 // subscriptions and the lifecycle indexes.
 type stateStore struct {
-	rdb     redis.UniversalClient
-	keys    keys
-	cfg     config.Presence
-	cluster bool
-	pubCmd  string
+	rdb    redis.UniversalClient
+	keys   keys
+	cfg    config.Presence
+	pubCmd string
 	// gateway is this process's id when it serves connections: the
 	// sessions it opens are recorded under its lease.
 	gateway string
@@ -55,7 +57,7 @@ type stateStore struct {
 // newStateStore publishes changes from its scripts with pubCmd, the hub's
 // (hub.PublishCommand).
 func newStateStore(rdb redis.UniversalClient, k keys, cfg config.Presence, pubCmd string) *stateStore {
-	return &stateStore{rdb: rdb, keys: k, cfg: cfg, cluster: store.IsCluster(rdb), pubCmd: pubCmd}
+	return &stateStore{rdb: rdb, keys: k, cfg: cfg, pubCmd: pubCmd}
 }
 
 // stepResult is what one session step did to the user's status.
