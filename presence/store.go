@@ -137,7 +137,7 @@ func (s *stateStore) removeFollower(ctx context.Context, user string, subjects [
 	// and works across cluster slots.
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, subj := range subjects {
-			p.SRem(ctx, s.keys.user(subj).followers, user)
+			p.SRem(ctx, s.keys.userKey(subj, partFollowers), user)
 		}
 		return nil
 	})
@@ -155,7 +155,7 @@ func (s *stateStore) statuses(ctx context.Context, users []string) ([]*Status, e
 	cmds := make([]*redis.SliceCmd, len(users))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, u := range users {
-			cmds[i] = p.HMGet(ctx, s.keys.user(u).status, "s", "since", "la", "v")
+			cmds[i] = p.HMGet(ctx, s.keys.userKey(u, partStatus), "s", "since", "la", "v")
 		}
 		return nil
 	})
@@ -266,7 +266,7 @@ func (s *stateStore) sharesRoom(ctx context.Context, rooms []string, subjects []
 	cmds := make([]*redis.BoolSliceCmd, len(subjects))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, subj := range subjects {
-			cmds[i] = p.SMIsMember(ctx, s.keys.user(subj).rooms, members...)
+			cmds[i] = p.SMIsMember(ctx, s.keys.userKey(subj, partRooms), members...)
 		}
 		return nil
 	})

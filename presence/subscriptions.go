@@ -103,10 +103,10 @@ func parseSubs(res []any, cfg config.Presence) (subChange, error) {
 
 func (s *stateStore) writeReverse(ctx context.Context, p redis.Pipeliner, user string, c subChange) {
 	for _, subj := range c.Added {
-		p.SAdd(ctx, s.keys.user(subj).followers, user)
+		p.SAdd(ctx, s.keys.userKey(subj, partFollowers), user)
 	}
 	for _, subj := range c.Removed {
-		p.SRem(ctx, s.keys.user(subj).followers, user)
+		p.SRem(ctx, s.keys.userKey(subj, partFollowers), user)
 	}
 }
 
@@ -122,7 +122,7 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 	cmds := make([]*redis.IntCmd, len(added))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, subj := range added {
-			cmds[i] = p.SCard(ctx, s.keys.user(subj).followers)
+			cmds[i] = p.SCard(ctx, s.keys.userKey(subj, partFollowers))
 		}
 		return nil
 	})
