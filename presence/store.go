@@ -46,6 +46,7 @@ var (
 // subscriptions and the lifecycle indexes.
 type stateStore struct {
 	rdb    redis.UniversalClient
+	steps  *stepBatcher
 	keys   keys
 	cfg    config.Presence
 	pubCmd string
@@ -57,7 +58,7 @@ type stateStore struct {
 // newStateStore publishes changes from its scripts with pubCmd, the hub's
 // (hub.PublishCommand).
 func newStateStore(rdb redis.UniversalClient, k keys, cfg config.Presence, pubCmd string) *stateStore {
-	return &stateStore{rdb: rdb, keys: k, cfg: cfg, pubCmd: pubCmd}
+	return &stateStore{rdb: rdb, steps: &stepBatcher{rdb: rdb}, keys: k, cfg: cfg, pubCmd: pubCmd}
 }
 
 // stepResult is what one session step did to the user's status.
@@ -90,7 +91,7 @@ func (s *stateStore) step(ctx context.Context, user, op, sid string, args ...any
 		s.cfg.IdleThreshold.Milliseconds(), s.cfg.LastActiveGranularity.Milliseconds(),
 		s.cfg.OfflineRetention.Milliseconds(), s.cfg.MaxSessionsPerUser)
 	argv = append(argv, args...)
-	res, err := sessionScript.Run(ctx, s.rdb, []string{uk.status, uk.sessions, uk.notify, uk.subs}, argv...).Slice()
+	res, err := s.steps.run(ctx, []string{uk.status, uk.sessions, uk.notify, uk.subs}, argv)
 	if err != nil {
 		return stepResult{}, fmt.Errorf("presence: session %s: %w", op, err)
 	}

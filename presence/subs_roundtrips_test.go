@@ -42,13 +42,26 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func (r *roundTrips) note(cmds ...redis.Cmder) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.on {
+	if !r.on || connectionSetup(cmds) {
 		return
 	}
 	r.trips++
 	for _, c := range cmds {
 		r.names = append(r.names, strings.ToLower(c.Name()))
 	}
+}
+
+// connectionSetup tells the commands a new pool connection sends first,
+// which are no round trip of the code under test.
+func connectionSetup(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		switch strings.ToLower(c.Name()) {
+		case "hello", "client", "auth", "select":
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (r *roundTrips) start() {
