@@ -324,7 +324,7 @@ func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) ([]*su
 		}
 		s := f.subjects[id]
 		if s == nil {
-			s = &subject{id: id, topic: f.st.keys.user(id).channel, f: f, ready: make(chan struct{}), watchers: map[*localUser]struct{}{}}
+			s = &subject{id: id, topic: f.st.keys.userKey(id, partChannel), f: f, ready: make(chan struct{}), watchers: map[*localUser]struct{}{}}
 			f.subjects[id] = s
 			created = append(created, s)
 			f.m.subjects.Inc()

@@ -25,18 +25,32 @@ type userKeys struct {
 	channel   string // pub/sub channel of status changes
 }
 
+// Parts of a user's key names.
+const (
+	partStatus    = "status"
+	partFollowers = "followers"
+	partRooms     = "rooms"
+	partChannel   = "updates"
+)
+
 func (k keys) user(id string) userKeys {
 	e := k.ks.Entity("presence", id)
 	return userKeys{
-		status:    e.Key("status"),
+		status:    e.Key(partStatus),
 		sessions:  e.Key("sessions"),
 		subs:      e.Key("subs"),
-		followers: e.Key("followers"),
+		followers: e.Key(partFollowers),
 		notify:    e.Key("notify"),
 		waiting:   e.Key("waiting"),
-		rooms:     e.Key("rooms"),
-		channel:   e.Key("updates"),
+		rooms:     e.Key(partRooms),
+		channel:   e.Key(partChannel),
 	}
+}
+
+// userKey is one key of a user, for loops over many users (a connect's
+// follows, a snapshot): user builds all eight, nine allocations per user.
+func (k keys) userKey(id, part string) string {
+	return k.ks.Entity("presence", id).Key(part)
 }
 
 type shardKeys struct {

@@ -24,11 +24,14 @@ var (
 	expireLua string
 	//go:embed lua/rooms.lua
 	roomsLua string
+	//go:embed lua/subs.lua
+	subsLua string
 
 	sessionScript   = store.NewScript("presence_session", sessionLua)
 	pingApplyScript = store.NewScript("presence_ping_apply", pingApplyLua)
 	expireScript    = store.NewScript("presence_expire", expireLua)
 	roomsScript     = store.NewScript("presence_rooms", roomsLua)
+	subsScript      = store.NewScript("presence_subs", subsLua)
 )
 
 // Errors of session operations.
@@ -42,11 +45,11 @@ var (
 // stateStore is the Redis side of the module: sessions, statuses,
 // subscriptions and the lifecycle indexes.
 type stateStore struct {
-	rdb     redis.UniversalClient
-	keys    keys
-	cfg     config.Presence
-	cluster bool
-	pubCmd  string
+	rdb    redis.UniversalClient
+	steps  *stepBatcher
+	keys   keys
+	cfg    config.Presence
+	pubCmd string
 	// gateway is this process's id when it serves connections: the
 	// sessions it opens are recorded under its lease.
 	gateway string
@@ -55,7 +58,7 @@ type stateStore struct {
 // newStateStore publishes changes from its scripts with pubCmd, the hub's
 // (hub.PublishCommand).
 func newStateStore(rdb redis.UniversalClient, k keys, cfg config.Presence, pubCmd string) *stateStore {
-	return &stateStore{rdb: rdb, keys: k, cfg: cfg, cluster: store.IsCluster(rdb), pubCmd: pubCmd}
+	return &stateStore{rdb: rdb, steps: &stepBatcher{rdb: rdb}, keys: k, cfg: cfg, pubCmd: pubCmd}
 }
 
 // stepResult is what one session step did to the user's status.
@@ -88,7 +91,7 @@ func (s *stateStore) step(ctx context.Context, user, op, sid string, args ...any
 		s.cfg.IdleThreshold.Milliseconds(), s.cfg.LastActiveGranularity.Milliseconds(),
 		s.cfg.OfflineRetention.Milliseconds(), s.cfg.MaxSessionsPerUser)
 	argv = append(argv, args...)
-	res, err := sessionScript.Run(ctx, s.rdb, []string{uk.status, uk.sessions, uk.notify, uk.subs}, argv...).Slice()
+	res, err := s.steps.run(ctx, []string{uk.status, uk.sessions, uk.notify, uk.subs}, argv)
 	if err != nil {
 		return stepResult{}, fmt.Errorf("presence: session %s: %w", op, err)
 	}
@@ -135,7 +138,7 @@ func (s *stateStore) removeFollower(ctx context.Context, user string, subjects [
 	// and works across cluster slots.
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, subj := range subjects {
-			p.SRem(ctx, s.keys.user(subj).followers, user)
+			p.SRem(ctx, s.keys.userKey(subj, partFollowers), user)
 		}
 		return nil
 	})
@@ -153,7 +156,7 @@ func (s *stateStore) statuses(ctx context.Context, users []string) ([]*Status, e
 	cmds := make([]*redis.SliceCmd, len(users))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, u := range users {
-			cmds[i] = p.HMGet(ctx, s.keys.user(u).status, "s", "since", "la", "v")
+			cmds[i] = p.HMGet(ctx, s.keys.userKey(u, partStatus), "s", "since", "la", "v")
 		}
 		return nil
 	})
@@ -264,7 +267,7 @@ func (s *stateStore) sharesRoom(ctx context.Context, rooms []string, subjects []
 	cmds := make([]*redis.BoolSliceCmd, len(subjects))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, subj := range subjects {
-			cmds[i] = p.SMIsMember(ctx, s.keys.user(subj).rooms, members...)
+			cmds[i] = p.SMIsMember(ctx, s.keys.userKey(subj, partRooms), members...)
 		}
 		return nil
 	})

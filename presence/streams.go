@@ -27,6 +27,11 @@ type consumer struct {
 	name  string
 	count int64
 	poll  time.Duration // wait when a read found nothing
+	// block: after two empty reads in a row the next one blocks this long
+	// on every shard at once (0: never, on a cluster, where the shards'
+	// streams live in different slots), so an idle consumer costs Redis
+	// one call per block instead of a read of every shard per poll.
+	block time.Duration
 	// gather waits poll after every read that filled no batch, so entries
 	// accumulate into batches (webhooks) instead of trickling one by one.
 	gather bool
@@ -36,13 +41,21 @@ type consumer struct {
 	stream     func(shard int) string
 }
 
+// idleBlock is how long an idle consumer's read waits for an entry. It
+// also bounds how long a stop waits for that read.
+const idleBlock = 250 * time.Millisecond
+
 func newConsumer(m *Module, label, group string, stream func(int) string) *consumer {
 	host, _ := os.Hostname()
-	return &consumer{
+	c := &consumer{
 		mod: m, label: label, group: group, count: 256, stream: stream, poll: m.cfg.StreamPoll,
-		pruneAfter: consumerIdleLimit,
-		name:       fmt.Sprintf("%s-%d-%s", host, os.Getpid(), store.NewToken()[:8]),
+		pruneAfter: consumerIdleLimit, block: idleBlock,
+		name: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), store.NewToken()[:8]),
 	}
+	if store.IsCluster(m.rdb) {
+		c.block = 0
+	}
+	return c
 }
 
 // ensureGroups creates the group on every shard's stream, reading from the
@@ -109,14 +122,25 @@ func (c *consumer) ack(ctx context.Context, shard int, ids []string) error {
 // acknowledge; the others stay pending and are retried after claim_idle.
 type handler func(ctx context.Context, c *consumer, shard int, msgs []redis.XMessage) []string
 
-// loop reads and handles entries until ctx ends, polling when idle.
+// loop reads and handles entries until ctx ends. Busy, it reads every
+// shard once per poll, so entries gather into batches; idle (two empty
+// reads in a row), it blocks on every shard at once, so the first entry
+// after a quiet spell is handled at once and quiet costs Redis almost
+// nothing.
 func (c *consumer) loop(ctx context.Context, h handler) error {
 	if err := c.ensureGroups(ctx); err != nil {
 		return err
 	}
 	go c.reclaimLoop(ctx, h)
+	empty := 0
 	for ctx.Err() == nil {
-		batch, err := c.read(ctx)
+		var batch map[int][]redis.XMessage
+		var err error
+		if empty >= 2 && c.block > 0 {
+			batch, err = c.readBlocking(ctx)
+		} else {
+			batch, err = c.read(ctx)
+		}
 		if err != nil && ctx.Err() == nil {
 			c.mod.log.Warn("presence: stream read", "stream", c.label, "err", err)
 		}
@@ -127,11 +151,59 @@ func (c *consumer) loop(ctx context.Context, h handler) error {
 				c.mod.log.Warn("presence: stream ack", "stream", c.label, "err", err)
 			}
 		}
-		if len(batch) == 0 || err != nil || (c.gather && !full) {
+		switch {
+		case err != nil:
+			empty = 0
 			sleep(ctx, c.poll)
+		case len(batch) == 0:
+			empty++
+			if empty < 2 || c.block == 0 {
+				sleep(ctx, c.poll)
+			}
+		default:
+			empty = 0
+			if c.gather && !full {
+				sleep(ctx, c.poll)
+			}
 		}
 	}
 	return nil
+}
+
+// readBlocking waits up to c.block for new entries of any shard, in one
+// XREADGROUP over every shard's stream (a single Redis only).
+func (c *consumer) readBlocking(ctx context.Context) (map[int][]redis.XMessage, error) {
+	shards := c.mod.cfg.Shards
+	streams := make([]string, 0, 2*shards)
+	shardOf := make(map[string]int, shards)
+	for n := 0; n < shards; n++ {
+		name := c.stream(n)
+		shardOf[name] = n
+		streams = append(streams, name)
+	}
+	for n := 0; n < shards; n++ {
+		streams = append(streams, ">")
+	}
+	res, err := c.mod.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: c.group, Consumer: c.name, Streams: streams, Count: c.count, Block: c.block,
+	}).Result()
+	out := map[int][]redis.XMessage{}
+	if errors.Is(err, redis.Nil) {
+		return out, nil
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "NOGROUP") {
+			// A stream was deleted (e.g. a flush): recreate and move on.
+			return out, c.ensureGroups(ctx)
+		}
+		return out, fmt.Errorf("presence: read %s: %w", c.label, err)
+	}
+	for _, st := range res {
+		if n, ok := shardOf[st.Stream]; ok && len(st.Messages) > 0 {
+			out[n] = append(out[n], st.Messages...)
+		}
+	}
+	return out, nil
 }
 
 func (c *consumer) reclaimLoop(ctx context.Context, h handler) {

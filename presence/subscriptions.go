@@ -2,11 +2,11 @@ package presence
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/config"
 )
 
 type subOp int
@@ -33,64 +33,34 @@ type subChange struct {
 }
 
 // changeSubscriptions applies a subscription command to the forward set of
-// user and the reverse (follower) sets of the subjects. The forward set is
-// watched together with the session, so concurrent changes from two devices
-// serialise and a session that ended meanwhile writes nothing. On a single
-// Redis everything commits in one MULTI/EXEC; on a cluster the subjects'
-// follower sets live in other slots, so they are written right after, one
-// pipeline per node (the forward set stays the source of truth, followers
-// an index of it).
+// user in one script (session check, diff, limits and write: atomic, so two
+// devices changing subscriptions at once serialise and a session that ended
+// writes nothing), then to the reverse (follower) sets of the subjects. The
+// follower sets live in other hash slots, so they are written right after,
+// one pipeline per node: the forward set is the source of truth, followers
+// an index of it.
 func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, op subOp, ids []string) (subChange, error) {
 	uk := s.keys.user(user)
-	var change subChange
-	txf := func(tx *redis.Tx) error {
-		// Both reads in one round trip, under the WATCH just taken.
-		var aliveCmd *redis.BoolCmd
-		var oldCmd *redis.StringSliceCmd
-		if _, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
-			aliveCmd = p.HExists(ctx, uk.sessions, sid)
-			oldCmd = p.SMembers(ctx, uk.subs)
-			return nil
-		}); err != nil {
-			return err
-		}
-		if !aliveCmd.Val() {
-			return errNoSession
-		}
-		old := oldCmd.Val()
-		change = diffSubscriptions(old, op, ids)
-		if len(change.All) > s.cfg.MaxSubscriptions {
-			return &limitError{msg: fmt.Sprintf("at most %d subscriptions per user (this would make %d)", s.cfg.MaxSubscriptions, len(change.All))}
-		}
-		if full, err := s.fullSubjects(ctx, change.Added); err != nil {
-			return err
-		} else if len(full) > 0 {
-			return &limitError{msg: fmt.Sprintf("at most %d followers per user", s.cfg.MaxFollowers), users: full}
-		}
-		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			s.writeForward(ctx, p, uk.subs, op, change)
-			if !s.cluster {
-				s.writeReverse(ctx, p, user, change)
-			}
-			return nil
-		})
-		return err
-	}
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		err = s.rdb.Watch(ctx, txf, uk.subs, uk.sessions)
-		if !errors.Is(err, redis.TxFailedErr) {
-			break
+	var full []string
+	if op != subRemove {
+		var err error
+		if full, err = s.fullSubjects(ctx, ids); err != nil {
+			return subChange{}, fmt.Errorf("presence: change subscriptions: %w", err)
 		}
 	}
+	argv := make([]any, 0, 4+len(ids)+len(full))
+	argv = append(argv, op.String(), sid, s.cfg.MaxSubscriptions, len(ids))
+	argv = append(argv, anys(ids)...)
+	argv = append(argv, anys(full)...)
+	res, err := subsScript.Run(ctx, s.rdb, []string{uk.subs, uk.sessions}, argv...).Slice()
 	if err != nil {
-		var le *limitError
-		if errors.Is(err, errNoSession) || errors.As(err, &le) {
-			return subChange{}, err
-		}
 		return subChange{}, fmt.Errorf("presence: change subscriptions: %w", err)
 	}
-	if s.cluster && (len(change.Added) > 0 || len(change.Removed) > 0) {
+	change, err := parseSubs(res, s.cfg)
+	if err != nil {
+		return subChange{}, err
+	}
+	if len(change.Added) > 0 || len(change.Removed) > 0 {
 		// Each follower-set change is one command on its own key, so a
 		// plain pipeline (one round trip per node) keeps each atomic.
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -104,36 +74,47 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 	return change, nil
 }
 
-func (s *stateStore) writeForward(ctx context.Context, p redis.Pipeliner, key string, op subOp, c subChange) {
-	switch {
-	case op == subSet:
-		p.Del(ctx, key)
-		if len(c.All) > 0 {
-			p.SAdd(ctx, key, anys(c.All)...)
-		}
+// String is the op as the subscriptions script names it.
+func (op subOp) String() string {
+	switch op {
+	case subSet:
+		return "set"
+	case subAdd:
+		return "add"
 	default:
-		if len(c.Added) > 0 {
-			p.SAdd(ctx, key, anys(c.Added)...)
-		}
-		if len(c.Removed) > 0 {
-			p.SRem(ctx, key, anys(c.Removed)...)
-		}
+		return "remove"
 	}
+}
+
+// parseSubs reads the reply of the subscriptions script.
+func parseSubs(res []any, cfg config.Presence) (subChange, error) {
+	switch {
+	case len(res) == 1 && res[0] == "no_session":
+		return subChange{}, errNoSession
+	case len(res) == 2 && res[0] == "too_many":
+		return subChange{}, &limitError{msg: fmt.Sprintf("at most %d subscriptions per user (this would make %d)", cfg.MaxSubscriptions, toInt(res[1]))}
+	case len(res) == 2 && res[0] == "full":
+		return subChange{}, &limitError{msg: fmt.Sprintf("at most %d followers per user", cfg.MaxFollowers), users: toStrings(res[1])}
+	case len(res) == 4 && res[0] == "ok":
+		return subChange{All: toStrings(res[1]), Added: toStrings(res[2]), Removed: toStrings(res[3])}, nil
+	}
+	return subChange{}, fmt.Errorf("presence: change subscriptions: unexpected reply %v", res)
 }
 
 func (s *stateStore) writeReverse(ctx context.Context, p redis.Pipeliner, user string, c subChange) {
 	for _, subj := range c.Added {
-		p.SAdd(ctx, s.keys.user(subj).followers, user)
+		p.SAdd(ctx, s.keys.userKey(subj, partFollowers), user)
 	}
 	for _, subj := range c.Removed {
-		p.SRem(ctx, s.keys.user(subj).followers, user)
+		p.SRem(ctx, s.keys.userKey(subj, partFollowers), user)
 	}
 }
 
 // fullSubjects lists the subjects that already have the most followers
-// allowed. The counts are read outside the transaction (on a cluster they
-// live in other slots), so followers added at the same instant by other
-// users may overshoot the cap by a few.
+// allowed; the script refuses a command that would add one of them. The
+// counts are read before the script (they live in other slots), so
+// followers added at the same instant by other users may overshoot the cap
+// by a few.
 func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string, error) {
 	if len(added) == 0 {
 		return nil, nil
@@ -141,7 +122,7 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 	cmds := make([]*redis.IntCmd, len(added))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, subj := range added {
-			cmds[i] = p.SCard(ctx, s.keys.user(subj).followers)
+			cmds[i] = p.SCard(ctx, s.keys.userKey(subj, partFollowers))
 		}
 		return nil
 	})
@@ -155,54 +136,6 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 		}
 	}
 	return full, nil
-}
-
-// diffSubscriptions computes the new subscription list and what changed.
-func diffSubscriptions(old []string, op subOp, ids []string) subChange {
-	have := make(map[string]bool, len(old))
-	for _, o := range old {
-		have[o] = true
-	}
-	var c subChange
-	switch op {
-	case subSet:
-		want := make(map[string]bool, len(ids))
-		for _, id := range ids {
-			want[id] = true
-			if !have[id] {
-				c.Added = append(c.Added, id)
-			}
-		}
-		for _, o := range old {
-			if !want[o] {
-				c.Removed = append(c.Removed, o)
-			}
-		}
-		c.All = slices.Clone(ids)
-	case subAdd:
-		c.All = slices.Clone(old)
-		for _, id := range ids {
-			if !have[id] {
-				c.Added = append(c.Added, id)
-				c.All = append(c.All, id)
-				have[id] = true
-			}
-		}
-	case subRemove:
-		drop := make(map[string]bool, len(ids))
-		for _, id := range ids {
-			if have[id] {
-				drop[id] = true
-				c.Removed = append(c.Removed, id)
-			}
-		}
-		for _, o := range old {
-			if !drop[o] {
-				c.All = append(c.All, o)
-			}
-		}
-	}
-	return c
 }
 
 func anys(ss []string) []any {

@@ -1,0 +1,162 @@
+package presence
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/store"
+)
+
+// holdFirst holds the first single command until release closes, so the
+// steps started meanwhile queue behind it; it counts round trips and can
+// run a function before each pipeline.
+type holdFirst struct {
+	roundTrips
+	entered    chan struct{}
+	release    chan struct{}
+	once       sync.Once
+	onPipeline func()
+}
+
+func newHoldFirst() *holdFirst {
+	return &holdFirst{entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.note(cmd)
+		h.once.Do(func() {
+			close(h.entered)
+			<-h.release
+		})
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.note(cmds...)
+		if h.onPipeline != nil {
+			h.onPipeline()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (b *stepBatcher) queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// burst opens one session per user while the first step is held, so the
+// others queue; it returns each user's result.
+func burst(t *testing.T, m *Module, h *holdFirst, users int) []stepResult {
+	t.Helper()
+	ctx := context.Background()
+	out := make([]stepResult, users)
+	errs := make([]error, users)
+	var wg sync.WaitGroup
+	start := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = m.st.step(ctx, fmt.Sprintf("u%d", i), "open", store.NewToken()[:16])
+		}()
+	}
+	start(0)
+	<-h.entered
+	for i := 1; i < users; i++ {
+		start(i)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.steps.queued() == users-1 }, "the other steps queued")
+	close(h.release)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "user %d", i)
+	}
+	return out
+}
+
+// Steps started while one is in flight leave together in one pipeline,
+// and each caller gets its own result.
+func TestStepsInFlightTogetherShareOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
+	_, err := m.st.step(context.Background(), "warm", "open", store.NewToken()[:16])
+	require.NoError(t, err)
+	h := newHoldFirst()
+	rdb.AddHook(h)
+	h.start()
+	const users = 40
+	res := burst(t, m, h, users)
+	for i, r := range res {
+		require.Equal(t, fmt.Sprintf("u%d", i), r.Status.User)
+		require.Equal(t, StatusOnline, r.Status.Status)
+		require.True(t, r.Changed)
+		require.Equal(t, 1, r.Sessions)
+	}
+	require.Equal(t, 2, h.trips, "the held step, then one pipeline of the %d queued: %v", users-1, h.names)
+	for i := range users {
+		require.Equal(t, StatusOnline, statusOf(t, m, fmt.Sprintf("u%d", i)).Status)
+	}
+}
+
+// Redis forgetting the script between two batches (a restart, a SCRIPT
+// FLUSH) costs a retry of the refused calls, not an error.
+func TestBatchedStepsSurviveAFlushedScriptCache(t *testing.T) {
+	t.Parallel()
+	srv := testenv.NewRedisServer(t)
+	opt, err := redis.ParseURL(srv.URL)
+	require.NoError(t, err)
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	admin := redis.NewClient(opt)
+	t.Cleanup(func() { _ = admin.Close() })
+	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
+	h := newHoldFirst()
+	h.onPipeline = func() { require.NoError(t, admin.ScriptFlush(context.Background()).Err()) }
+	rdb.AddHook(h)
+	h.start()
+	res := burst(t, m, h, 10)
+	for i, r := range res {
+		require.Equal(t, fmt.Sprintf("u%d", i), r.Status.User)
+		require.Equal(t, StatusOnline, r.Status.Status)
+	}
+}
+
+// A caller that gives up while queued leaves the queue without running.
+func TestQueuedStepGivesUpWithItsContext(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
+	h := newHoldFirst()
+	rdb.AddHook(h)
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.st.step(context.Background(), "first", "open", store.NewToken()[:16])
+		done <- err
+	}()
+	<-h.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := m.st.step(ctx, "quitter", "open", store.NewToken()[:16])
+		gaveUp <- err
+	}()
+	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.steps.queued() == 1 }, "the step queued")
+	cancel()
+	require.ErrorIs(t, <-gaveUp, context.Canceled)
+	require.Zero(t, m.st.steps.queued())
+	close(h.release)
+	require.NoError(t, <-done)
+	require.Equal(t, StatusOffline, statusOf(t, m, "quitter").Status, "the abandoned step never ran")
+}
