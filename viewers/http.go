@@ -23,17 +23,17 @@ const badHotel = "hotel id must be 1 to 64 letters, digits, '-', '_' or '.'"
 func (mod *Module) heartbeat(c echo.Context) error {
 	hotel := c.Param("hotel")
 	if !validHotel(hotel) {
-		mod.m.heartbeats.WithLabelValues("invalid").Inc()
+		mod.m.hb.invalid.Inc()
 		return web.BadRequest(badHotel)
 	}
 	// From the in-process registry: no database round trip.
-	if err := mod.checkHotel(hotel); err != nil {
-		mod.m.heartbeats.WithLabelValues("unknown_hotel").Inc()
+	if err := mod.knownHotel(hotel); err != nil {
+		mod.m.hb.unknownHotel.Inc()
 		return err
 	}
 	req := c.Request()
 	if err := mod.drainBody(req); err != nil {
-		mod.m.heartbeats.WithLabelValues("too_large").Inc()
+		mod.m.hb.tooLarge.Inc()
 		return err
 	}
 	now := time.Now()
@@ -43,11 +43,11 @@ func (mod *Module) heartbeat(c echo.Context) error {
 	// us sign a cookie per request.
 	if mod.prefixes != nil {
 		if ok, wait := mod.prefixes.allow(prefix, nowNs); !ok {
-			mod.m.heartbeats.WithLabelValues("limited_prefix").Inc()
+			mod.m.hb.limitedPrefix.Inc()
 			return rateLimited(wait, "too many heartbeats from this network")
 		}
 	}
-	sess, err := mod.sessions.resolve(cookieValue(req.Header.Get("Cookie"), mod.cfg.CookieName), now)
+	sess, err := mod.sessions.resolve(cookieValue(headerValue(req.Header, "Cookie"), mod.cfg.CookieName), now)
 	if err != nil {
 		return err
 	}
@@ -63,19 +63,19 @@ func (mod *Module) heartbeat(c echo.Context) error {
 		mod.m.cookiesReplaced.WithLabelValues(sess.replaced).Inc()
 	}
 	if ok, wait := mod.sessLim.allow(sess.hash, nowNs); !ok {
-		mod.m.heartbeats.WithLabelValues("limited_session").Inc()
+		mod.m.hb.limitedSession.Inc()
 		return rateLimited(wait, "more than %g heartbeats a second from this session", mod.cfg.SessionRate)
 	}
 	if mod.deny.denied(sess.hash, prefix, now) {
-		mod.m.heartbeats.WithLabelValues("denied").Inc()
+		mod.m.hb.denied.Inc()
 		return c.NoContent(http.StatusNoContent)
 	}
 	if err := mod.writer.add(hotel, sess.hash, mod.tiers.get(hotel), now); err != nil {
-		mod.m.heartbeats.WithLabelValues("unavailable").Inc()
+		mod.m.hb.unavailable.Inc()
 		return web.Unavailable(mod.cfg.ProbeInterval*2, "heartbeats cannot be counted right now")
 	}
-	mod.recorder.record(hotel, sess.hash, prefix, uaHash(req.Header.Get("User-Agent")), now, flags)
-	mod.m.heartbeats.WithLabelValues("accepted").Inc()
+	mod.recorder.record(hotel, sess.hash, prefix, uaHash(headerValue(req.Header, "User-Agent")), now, flags)
+	mod.m.hb.accepted.Inc()
 	return c.NoContent(http.StatusNoContent)
 }
 
@@ -83,12 +83,14 @@ func (mod *Module) heartbeat(c echo.Context) error {
 // server-wide one.
 func (mod *Module) drainBody(req *http.Request) error {
 	limit := mod.cfg.HeartbeatBodyLimit
+	// Heartbeats come without a body: that case makes nothing, not even
+	// the error it does not need.
+	if req.ContentLength == 0 || req.Body == nil || req.Body == http.NoBody {
+		return nil
+	}
 	tooLarge := web.Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "a heartbeat body is at most %d bytes", limit)
 	if req.ContentLength > limit {
 		return tooLarge
-	}
-	if req.ContentLength == 0 || req.Body == nil || req.Body == http.NoBody {
-		return nil
 	}
 	n, err := io.CopyN(io.Discard, req.Body, limit+1)
 	if n > limit {
@@ -166,4 +168,13 @@ func (mod *Module) bundle(c echo.Context) error {
 		Hotel: hotel, Region: mod.cfg.Region, AsOf: asOf.UTC(),
 		HLL: base64.StdEncoding.EncodeToString(blob),
 	})
+}
+
+// headerValue is the first value of a header named in canonical form,
+// without Header.Get's canonicalization of the name on every call.
+func headerValue(h http.Header, canonical string) string {
+	if v := h[canonical]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

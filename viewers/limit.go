@@ -12,19 +12,27 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/time/rate"
 
 	"github.com/presenced/presenced/store"
 )
 
-// sessionLimiter is the per-session token bucket (golang.org/x/time/rate).
-// It lives in process: whichever ingest process a session reaches
-// enforces it, and a session idle for a few seconds simply starts with a
-// full bucket again.
+// sessionLimiter is the per-session token bucket. It lives in process:
+// whichever ingest process a session reaches enforces it, and a session
+// idle for a few seconds simply starts with a full bucket again.
+//
+// The bucket is two words kept by value in the session map and updated
+// under the stripe lock the lookup takes anyway: x/time/rate's Limiter
+// would cost an allocation per new session, a pointer to chase and a lock
+// of its own on every heartbeat (BenchmarkSessionLimiter).
 type sessionLimiter struct {
-	limit   rate.Limit
-	burst   int
-	buckets *genMap[*rate.Limiter]
+	perNs   float64 // tokens per nanosecond
+	burst   float64
+	buckets *genMap[tokenBucket]
+}
+
+type tokenBucket struct {
+	tokens float64
+	at     int64 // unix nanoseconds tokens was computed for
 }
 
 func newSessionLimiter(perSecond float64, burst int, maxEntries int) *sessionLimiter {
@@ -32,9 +40,9 @@ func newSessionLimiter(perSecond float64, burst int, maxEntries int) *sessionLim
 	// changes nothing.
 	idle := time.Duration(float64(burst)/perSecond*float64(time.Second)) + time.Second
 	return &sessionLimiter{
-		limit:   rate.Limit(perSecond),
-		burst:   burst,
-		buckets: newGenMap[*rate.Limiter](max(idle, 5*time.Second), maxEntries),
+		perNs:   perSecond / float64(time.Second),
+		burst:   float64(burst),
+		buckets: newGenMap[tokenBucket](max(idle, 5*time.Second), maxEntries),
 	}
 }
 
@@ -42,17 +50,24 @@ func newSessionLimiter(perSecond float64, burst int, maxEntries int) *sessionLim
 // long until one is.
 func (l *sessionLimiter) allow(hash uint64, now int64) (bool, time.Duration) {
 	sh := l.buckets.lock(hash, now)
-	lim, ok := sh.get(hash)
+	b, ok := sh.get(hash)
 	if !ok {
-		lim = rate.NewLimiter(l.limit, l.burst)
-		sh.cur[hash] = lim
+		b = tokenBucket{tokens: l.burst, at: now}
 	}
+	if now > b.at {
+		b.tokens = min(l.burst, b.tokens+float64(now-b.at)*l.perNs)
+		b.at = now
+	}
+	allowed := b.tokens >= 1
+	if allowed {
+		b.tokens--
+	}
+	sh.cur[hash] = b
 	sh.mu.Unlock()
-	t := time.Unix(0, now)
-	if lim.AllowN(t, 1) {
+	if allowed {
 		return true, 0
 	}
-	return false, time.Duration((1 - lim.TokensAt(t)) / float64(l.limit) * float64(time.Second))
+	return false, time.Duration((1 - b.tokens) / l.perNs)
 }
 
 // prefixKey packs an IPv4 /24 or IPv6 /48 into a uint64: IPv6 prefixes

@@ -11,7 +11,11 @@ import (
 // breaker state, tier changes, pushes, stream lag. No hotel or session ids
 // are labels.
 type metrics struct {
-	heartbeats      *prometheus.CounterVec
+	heartbeats *prometheus.CounterVec
+	// hb are heartbeats' children, bound once: the heartbeat path runs
+	// tens of thousands of times a second per core, and WithLabelValues
+	// hashes its label and takes a lock on every call.
+	hb              heartbeatResults
 	cookiesReplaced *prometheus.CounterVec
 	limitFailOpen   prometheus.Counter
 	limitErrors     prometheus.Counter
@@ -163,6 +167,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	counters := func(v *prometheus.CounterVec) func(...string) { return func(lv ...string) { v.WithLabelValues(lv...) } }
 	promlabels.Init(counters(m.heartbeats), []string{"accepted", "denied", "invalid", "limited_prefix", "limited_session",
 		"too_large", "unavailable", "unknown_hotel"})
+	m.hb = heartbeatResults{
+		accepted: m.heartbeats.WithLabelValues("accepted"), denied: m.heartbeats.WithLabelValues("denied"),
+		invalid: m.heartbeats.WithLabelValues("invalid"), limitedPrefix: m.heartbeats.WithLabelValues("limited_prefix"),
+		limitedSession: m.heartbeats.WithLabelValues("limited_session"), tooLarge: m.heartbeats.WithLabelValues("too_large"),
+		unavailable: m.heartbeats.WithLabelValues("unavailable"), unknownHotel: m.heartbeats.WithLabelValues("unknown_hotel"),
+	}
 	promlabels.Init(counters(m.cookiesReplaced), []string{replaceMalformed, replaceUnknownKid, replaceBadSig, replaceExpired})
 	promlabels.Init(counters(m.flushFailures), []string{"retried", "lost"})
 	promlabels.Init(counters(m.redisCommands), []string{"pfadd", "pexpireat", "pfcount", "xadd", "lease", "rates", "bundle", "merge_count"})
@@ -175,4 +185,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	promlabels.Init(counters(m.verdicts), []string{"rate", "hotels", "prefixes", "new_sessions"})
 	promlabels.Init(counters(m.peerMerges), []string{"ok", "timeout", "error"})
 	return m, nil
+}
+
+// heartbeatResults are heartbeats_total's series, one per result.
+type heartbeatResults struct {
+	accepted, denied, invalid, limitedPrefix, limitedSession, tooLarge, unavailable, unknownHotel prometheus.Counter
 }

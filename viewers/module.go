@@ -206,6 +206,11 @@ func (mod *Module) checkHotel(hotel string) error {
 	if !validHotel(hotel) {
 		return web.BadRequest(badHotel)
 	}
+	return mod.knownHotel(hotel)
+}
+
+// knownHotel is checkHotel for an id already validated.
+func (mod *Module) knownHotel(hotel string) error {
 	if mod.hotels == nil {
 		return nil
 	}

@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -15,6 +16,26 @@ const realtimeKey = "presenced.realtime"
 
 type httpMetrics struct {
 	duration *prometheus.HistogramVec
+	// observers holds duration's children by series, bound on first use:
+	// WithLabelValues formats the status and hashes three labels under a
+	// lock on every request. As many entries as series (routes × methods
+	// × statuses seen).
+	observers sync.Map // seriesKey -> prometheus.Observer
+}
+
+type seriesKey struct {
+	method, route string
+	code          int
+}
+
+func (m *httpMetrics) observer(method, route string, code int) prometheus.Observer {
+	k := seriesKey{method: method, route: route, code: code}
+	if o, ok := m.observers.Load(k); ok {
+		return o.(prometheus.Observer)
+	}
+	o := m.duration.WithLabelValues(method, route, strconv.Itoa(code))
+	m.observers.Store(k, o)
+	return o
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
@@ -47,7 +68,7 @@ func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			// Unmatched paths would give every probe its own series.
 			route = "unmatched"
 		}
-		m.duration.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
+		m.observer(c.Request().Method, route, status).Observe(time.Since(start).Seconds())
 		return err
 	}
 }

@@ -45,6 +45,8 @@ type Scenario struct {
 	checkTop   int
 	secrets    loadgen.Secrets
 	hotelNames []string
+	// accepted counts 204s, firsts the viewers with at least one.
+	accepted, firsts atomic.Int64
 }
 
 // New returns the viewers load scenario.
@@ -110,6 +112,10 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	}
 	before := l.scrape(ctx, r, base)
 	redisBefore := l.redisCalls(ctx)
+	// Every viewer's first heartbeat signs a new cookie; once all have had
+	// one, the run is in its steady state.
+	markStart := l.mark(before)
+	steady := make(chan cpuMark, 1)
 
 	// Count readers run beside the heartbeats.
 	var countHist loadgen.Histogram
@@ -117,6 +123,11 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	var countErrs atomic.Int64
 	cctx, stopCounts := context.WithCancel(ctx)
 	var cwg sync.WaitGroup
+	cwg.Add(1)
+	go func() {
+		defer cwg.Done()
+		l.watchSteady(cctx, r, base, len(vs), steady)
+	}()
 	if l.countRate > 0 {
 		cwg.Add(1)
 		go func() {
@@ -139,6 +150,7 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 
 	after := l.scrape(ctx, r, base)
 	redisAfter := l.redisCalls(ctx)
+	l.cpuFigures(r, markStart, l.mark(after), steady)
 	countMu.Lock()
 	r.AddFigure("count reads", "%d (%d errors)", countHist.Count(), countErrs.Load())
 	r.AddFigure("count p50 / p99", "%s / %s", countHist.Quantile(0.5).Round(time.Microsecond), countHist.Quantile(0.99).Round(time.Microsecond))
@@ -189,7 +201,10 @@ func (l *Scenario) heartbeat(ctx context.Context, c *http.Client, v *simViewer) 
 	if resp.StatusCode != http.StatusNoContent {
 		return loadgen.StatusError(resp.StatusCode)
 	}
-	v.lastOK.Store(time.Now().UnixNano())
+	l.accepted.Add(1)
+	if v.lastOK.Swap(time.Now().UnixNano()) == 0 {
+		l.firsts.Add(1)
+	}
 	return nil
 }
 
@@ -293,7 +308,7 @@ func (l *Scenario) checkAccuracy(ctx context.Context, r *loadgen.Runner, base st
 }
 
 // scrape reads the module's counters from the target's /metrics, summed
-// over labels except the heartbeat results.
+// over labels except the heartbeat results, and the server's CPU seconds.
 func (l *Scenario) scrape(ctx context.Context, r *loadgen.Runner, base string) map[string]float64 {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
@@ -309,7 +324,7 @@ func (l *Scenario) scrape(ctx context.Context, r *loadgen.Runner, base string) m
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "presenced_viewers_") {
+		if !strings.HasPrefix(line, "presenced_viewers_") && !strings.HasPrefix(line, serverCPUMetric+" ") {
 			continue
 		}
 		name, val, ok := strings.Cut(line, " ")
@@ -416,4 +431,54 @@ func (l *Scenario) registerHotels(ctx context.Context, r *loadgen.Runner, base s
 	}
 	r.AddFigure("hotels", "%d registered in %s", len(l.hotelNames), time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// mark is the run now, with the server's CPU from metrics (a scrape; nil
+// when it failed).
+func (l *Scenario) mark(metrics map[string]float64) cpuMark {
+	m := cpuMark{at: time.Now(), server: -1, self: selfCPU(), accepted: l.accepted.Load()}
+	if v, ok := metrics[serverCPUMetric]; ok {
+		m.server = v
+	}
+	return m
+}
+
+// watchSteady marks the moment every viewer has had its first heartbeat
+// accepted (all cookies issued), if that happens within the load window.
+func (l *Scenario) watchSteady(ctx context.Context, r *loadgen.Runner, base string, viewers int, out chan<- cpuMark) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if l.firsts.Load() >= int64(viewers) {
+			out <- l.mark(l.scrape(ctx, r, base))
+			return
+		}
+	}
+}
+
+// cpuFigures reports heartbeats per server core-second over the load
+// window and over its steady state, with the CPU both processes used.
+func (l *Scenario) cpuFigures(r *loadgen.Runner, start, end cpuMark, steady <-chan cpuMark) {
+	r.AddFigure("CPU in the load window", "%s", cpuShares(start, end))
+	window, ok := perCore(start, end)
+	if !ok {
+		r.AddFigure("heartbeats per server core-second", "n/a (no %s on the server's /metrics)", serverCPUMetric)
+		return
+	}
+	r.AddFigure("heartbeats per server core-second", "%.0f over the load window", window)
+	select {
+	case s := <-steady:
+		if v, ok := perCore(s, end); ok && end.at.Sub(s.at) > time.Second {
+			r.AddFigure("  in steady state", "%.0f over the last %.1f s, after every viewer's first heartbeat (%s)",
+				v, end.at.Sub(s.at).Seconds(), cpuShares(s, end))
+			return
+		}
+	default:
+	}
+	r.AddFigure("  in steady state", "n/a: not every viewer had a heartbeat accepted a second before the load window ended")
 }
