@@ -160,8 +160,10 @@ func TestBrowserSaleFromQueueToTicket(t *testing.T) {
 	shot(t, fan, "sale-phone")
 	desktop(t, fan)
 
-	// Capacity and resume: the fan is let in.
+	// Capacity and resume: the fan is let in. Focused as a person typing
+	// would be, so the page's refresh leaves the field alone.
 	run(t, ops,
+		chromedp.Focus(chromedp.ID("dial-capacity")),
 		chromedp.SetValue(chromedp.ID("dial-capacity"), "5"),
 		chromedp.Click(chromedp.ID("dial-save")),
 	)

@@ -7,6 +7,7 @@ const base = location.origin;
 let key = sessionStorage.getItem('pd-ops-key') || '';
 let event = sessionStorage.getItem('pd-ops-event') || config.demoEvent || '';
 let settings = null;
+let dialEdited = false; // see the dial's listeners below
 let timers = [];
 
 $('event').value = event;
@@ -37,7 +38,7 @@ async function room() {
     const pause = $('dial-pause');
     pause.setAttribute('aria-pressed', String(r.settings.paused));
     pause.textContent = r.settings.paused ? 'Resume the line' : 'Pause the line';
-    if (document.activeElement !== $('dial-capacity') && document.activeElement !== $('dial-batch')) {
+    if (!dialEdited && document.activeElement !== $('dial-capacity') && document.activeElement !== $('dial-batch')) {
       $('dial-capacity').value = r.settings.capacity;
       $('dial-batch').value = r.settings.batch;
     }
@@ -121,9 +122,16 @@ async function apply(change) {
   }
 }
 
-$('dial').addEventListener('submit', (ev) => {
+// A dial the operator edited stays as typed until it is applied, even
+// once the field loses focus: the refresh does not put the old value back.
+for (const id of ['dial-capacity', 'dial-batch']) {
+  $(id).addEventListener('input', () => { dialEdited = true; });
+}
+
+$('dial').addEventListener('submit', async (ev) => {
   ev.preventDefault();
-  apply({ capacity: Number($('dial-capacity').value), batch: Number($('dial-batch').value) });
+  await apply({ capacity: Number($('dial-capacity').value), batch: Number($('dial-batch').value) });
+  dialEdited = false;
 });
 $('dial-pause').addEventListener('click', () => apply({ paused: !(settings?.paused ?? false) }));
 
