@@ -1,8 +1,8 @@
 package web
 
 import (
-	"context"
 	"bufio"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
