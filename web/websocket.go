@@ -180,7 +180,7 @@ type Conn struct {
 	limit    atomic.Int64
 	lastRead atomic.Int64  // unix ns of the last whole frame from the peer
 	nextPing atomic.Int64  // unix ns when the sweep pings next
-	wmu      chan struct{} // one writer of frames at a time, waited for with a deadline
+	wmu      sync.Mutex   // one writer of frames at a time (lockWrite)
 
 	mu      sync.Mutex
 	queue   [][]byte
@@ -191,8 +191,10 @@ type Conn struct {
 	pull    bool
 	source  func() []byte
 	release func([]byte)
-	ctx     context.Context
-	cancel  context.CancelFunc
+	// ctx is made on the first Context or Done: most connections never
+	// ask, and an idle one keeps it for life.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// final, once set, closes the connection after the queue is written.
 	final *closeFrame
@@ -242,7 +244,7 @@ func (s *Sockets) Upgrade(c echo.Context, kind string) (*Conn, error) {
 	nc := ws.NetConn()
 	_ = nc.SetDeadline(time.Time{})
 	now := time.Now().UnixNano()
-	conn := &Conn{nc: nc, s: s, kind: kind, wmu: make(chan struct{}, 1)}
+	conn := &Conn{nc: nc, s: s, kind: kind}
 	conn.limit.Store(s.cfg.MaxMessageBytes)
 	conn.lastRead.Store(now)
 	conn.nextPing.Store(now + int64(s.cfg.PingInterval))
@@ -251,7 +253,6 @@ func (s *Sockets) Upgrade(c echo.Context, kind string) (*Conn, error) {
 			conn.raw = raw
 		}
 	}
-	conn.ctx, conn.cancel = context.WithCancel(context.Background())
 	if !s.track(conn) {
 		conn.closeNow(CloseServiceRestart, reconnectReason(s.cfg))
 		return nil, ErrClosed
@@ -370,11 +371,21 @@ func (c *Conn) QueueLen() int {
 }
 
 // Done is closed when the connection is closed.
-func (c *Conn) Done() <-chan struct{} { return c.ctx.Done() }
+func (c *Conn) Done() <-chan struct{} { return c.Context().Done() }
 
 // Context ends when the connection closes (the request's context says
 // nothing once the connection is hijacked).
-func (c *Conn) Context() context.Context { return c.ctx }
+func (c *Conn) Context() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil {
+		c.ctx, c.cancel = context.WithCancel(context.Background())
+		if c.closed {
+			c.cancel()
+		}
+	}
+	return c.ctx
+}
 
 func (c *Conn) flush() {
 	for {
@@ -444,23 +455,29 @@ var errWriteBusy = errors.New("websocket: write timed out behind another write")
 // write in progress (the writer's message, a pong, a ping) is waited for
 // until deadline.
 func (c *Conn) writeFrame(op byte, p []byte, deadline time.Time) error {
-	select {
-	case c.wmu <- struct{}{}:
-	default:
-		t := time.NewTimer(time.Until(deadline))
-		select {
-		case c.wmu <- struct{}{}:
-			t.Stop()
-		case <-t.C:
-			return errWriteBusy
-		}
+	if !c.lockWrite(deadline) {
+		return errWriteBusy
 	}
-	defer func() { <-c.wmu }()
+	defer c.wmu.Unlock()
 	b := appendFrame(getBuf(), op, p)
 	_ = c.nc.SetWriteDeadline(deadline)
 	_, err := c.nc.Write(b)
 	putBuf(b)
 	return err
+}
+
+// lockWrite takes the write lock, waiting for it until deadline. Writes
+// rarely overlap (a pong or ping beside the writer's message), so a wait
+// polls: a channel, the usual lock with a deadline, would cost every idle
+// connection 96 bytes for the rare wait.
+func (c *Conn) lockWrite(deadline time.Time) bool {
+	for wait := 20 * time.Microsecond; !c.wmu.TryLock(); wait = min(2*wait, 5*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
+	}
+	return true
 }
 
 func (c *Conn) sendPing() {
@@ -528,7 +545,12 @@ func (c *Conn) shutdown() {
 }
 
 func (c *Conn) stop() {
-	c.cancel()
+	c.mu.Lock()
+	cancel := c.cancel
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 	c.s.untrack(c)
 	c.s.open.WithLabelValues(c.kind).Dec()
 }
