@@ -178,8 +178,8 @@ type Conn struct {
 	kind string
 
 	limit    atomic.Int64
-	lastRead atomic.Int64  // unix ns of the last whole frame from the peer
-	nextPing atomic.Int64  // unix ns when the sweep pings next
+	lastRead atomic.Int64 // unix ns of the last whole frame from the peer
+	nextPing atomic.Int64 // unix ns when the sweep pings next
 	wmu      sync.Mutex   // one writer of frames at a time (lockWrite)
 
 	mu      sync.Mutex

@@ -129,10 +129,3 @@ func (p *poller) ctl(c *Conn, f func(fd int32) error) error {
 	}
 	return ferr
 }
-
-// parked is the number of connections registered, for tests.
-func (p *poller) parked() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.conns)
-}
