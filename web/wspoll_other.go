@@ -15,5 +15,4 @@ func sharedPoller() (*poller, error) {
 func (p *poller) add(*Conn) error        { return errors.ErrUnsupported }
 func (p *poller) arm(*Conn) error        { return errors.ErrUnsupported }
 func (p *poller) remove(*Conn)           {}
-func (p *poller) parked() int            { return 0 }
 func (p *poller) dispatch(int32, uint32) {}
