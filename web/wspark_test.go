@@ -31,7 +31,7 @@ type served struct {
 	ends  chan *Conn
 }
 
-func setupServe(t *testing.T, mutate func(*config.Config)) served {
+func setupServe(t testing.TB, mutate func(*config.Config)) served {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Realtime.SendQueue = 64
@@ -60,12 +60,12 @@ func setupServe(t *testing.T, mutate func(*config.Config)) served {
 // rawClient speaks WebSocket by hand over TCP, so a test decides how the
 // bytes of its frames are cut into segments.
 type rawClient struct {
-	t  *testing.T
+	t  testing.TB
 	nc *net.TCPConn
 	br *bufio.Reader
 }
 
-func dialRaw(t *testing.T, addr string) *rawClient {
+func dialRaw(t testing.TB, addr string) *rawClient {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -488,5 +488,26 @@ func TestDrainClosesParkedConnections(t *testing.T) {
 	require.NoError(t, <-done)
 	for range conns {
 		<-b.ends
+	}
+}
+
+// BenchmarkEchoRoundTrip is one small message to the server and its echo
+// back, read by a parked reader (an epoll wake and a goroutine per
+// message) or by a goroutine blocked in Read.
+func BenchmarkEchoRoundTrip(b *testing.B) {
+	for _, park := range []bool{true, false} {
+		b.Run(fmt.Sprintf("park=%v", park), func(b *testing.B) {
+			s := setupServe(b, parking(park))
+			cl := dialRaw(b, s.addr)
+			<-s.conns
+			f := clientFrame(opText, true, []byte(`{"v":1,"event":"session:ping"}`))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				cl.write(f)
+				if op, _ := cl.next(false); op != opText {
+					b.Fatalf("opcode %d", op)
+				}
+			}
+		})
 	}
 }
