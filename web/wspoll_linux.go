@@ -5,8 +5,10 @@ package web
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,6 +20,12 @@ import (
 // second set only says when an idle connection has something to read.
 type poller struct {
 	epfd int
+	// wait is the epoll descriptor as Go's netpoller sees it: waiting for
+	// events parks a goroutine there instead of holding a thread in
+	// epoll_wait, which on a busy machine had to win a processor back
+	// before any wake could be handed on.
+	wait syscall.RawConn
+	file *os.File
 	seq  atomic.Uint32
 
 	mu    sync.Mutex
@@ -43,7 +51,21 @@ func sharedPoller() (*poller, error) {
 			pollerErr = fmt.Errorf("epoll_create1: %w", err)
 			return
 		}
-		pollerInst = &poller{epfd: fd, conns: map[int32]*Conn{}}
+		// An epoll descriptor is itself readable while events are ready,
+		// so non-blocking it can wait in Go's netpoller.
+		if err := unix.SetNonblock(fd, true); err != nil {
+			_ = unix.Close(fd)
+			pollerErr = fmt.Errorf("epoll set non-blocking: %w", err)
+			return
+		}
+		f := os.NewFile(uintptr(fd), "websocket-epoll")
+		wait, err := f.SyscallConn()
+		if err != nil {
+			_ = f.Close()
+			pollerErr = fmt.Errorf("epoll descriptor: %w", err)
+			return
+		}
+		pollerInst = &poller{epfd: fd, wait: wait, file: f, conns: map[int32]*Conn{}}
 		go pollerInst.run()
 	})
 	return pollerInst, pollerErr
@@ -52,11 +74,21 @@ func sharedPoller() (*poller, error) {
 func (p *poller) run() {
 	events := make([]unix.EpollEvent, 256)
 	for {
-		n, err := unix.EpollWait(p.epfd, events, -1)
-		if err != nil {
-			if errors.Is(err, unix.EINTR) {
-				continue
+		var n int
+		var werr error
+		err := p.wait.Read(func(fd uintptr) bool {
+			n, werr = unix.EpollWait(int(fd), events, 0)
+			if errors.Is(werr, unix.EINTR) {
+				n, werr = 0, nil
+				return true
 			}
+			// Nothing ready: wait in the netpoller until there is.
+			return n > 0 || werr != nil
+		})
+		if err == nil {
+			err = werr
+		}
+		if err != nil {
 			panic(fmt.Sprintf("websocket: epoll_wait: %v", err))
 		}
 		for _, ev := range events[:n] {
