@@ -116,18 +116,9 @@ func (s *seatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *web.Sockets, e
 	if paused := s.pausedNotice(conn.Context(), event); paused != nil {
 		conn.Send(paused)
 	}
-	// Read from a goroutine of its own so the handler returns (see
-	// web.Sockets.Upgrade).
-	go func() {
-		defer unsubscribeAll(h, topics, sub)
-		for {
-			// The viewer sends nothing we act on; reading keeps pings and
-			// the close handshake flowing.
-			if _, err := conn.Read(); err != nil {
-				return
-			}
-		}
-	}()
+	// The viewer sends nothing we act on; reading keeps pings and the
+	// close handshake flowing, with no goroutine while it is idle.
+	conn.Serve(func([]byte) {}, func() { unsubscribeAll(h, topics, sub) })
 	return nil
 }
 

@@ -91,6 +91,11 @@ type Realtime struct {
 	SSEKeepalive     time.Duration `yaml:"sse_keepalive"`
 	ReconnectMinWait time.Duration `yaml:"reconnect_min_wait"`
 	ReconnectMaxWait time.Duration `yaml:"reconnect_max_wait"`
+	// ParkIdleReaders: on Linux, a WebSocket with nothing to read waits in
+	// one shared epoll set instead of a goroutine of its own (about 4 KiB
+	// of stack per idle connection). Off, or on other systems, each
+	// connection has a reading goroutine.
+	ParkIdleReaders bool `yaml:"park_idle_readers"`
 }
 
 // Redis configures the coordination store.
@@ -188,6 +193,7 @@ func Default() Config {
 			SSEKeepalive:     15 * time.Second,
 			ReconnectMinWait: 1 * time.Second,
 			ReconnectMaxWait: 10 * time.Second,
+			ParkIdleReaders:  true,
 		},
 		Redis: Redis{
 			Prefix:       "pd:",

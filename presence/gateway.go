@@ -178,7 +178,7 @@ func (g *gateway) handle(c echo.Context) error {
 		g.wg.Done()
 		return nil
 	}
-	go cl.serve()
+	cl.serve()
 	return nil
 }
 
@@ -263,22 +263,18 @@ func (g *gateway) countSessions() (active, inactive int) {
 }
 
 // serve reads one connection's requests in order and, on a close without
-// session:disconnect, starts the grace period. A worker handles each
-// request while the reader waits: the store calls deepen the worker's
-// stack, not the reader's, which is what an idle connection keeps.
+// session:disconnect, starts the grace period. The socket calls back as
+// frames arrive (no goroutine waits on an idle connection); a worker
+// handles each request while the callback waits, so requests keep their
+// order and a burst runs on the bounded pool of workers.
 func (c *client) serve() {
 	g := c.g
-	defer g.wg.Done()
 	g.m.connections.Inc()
-	defer g.m.connections.Dec()
-	for {
-		msg, err := c.conn.Read()
-		if err != nil {
-			break
-		}
-		c.dispatch(msg)
-	}
-	c.dispatch(nil)
+	c.conn.Serve(c.dispatch, func() {
+		c.dispatch(nil)
+		g.m.connections.Dec()
+		g.wg.Done()
+	})
 }
 
 // dispatch has a worker handle msg (nil: the end of the connection) and

@@ -85,33 +85,16 @@ func (mod *Module) websocket(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// Read from a goroutine of its own so the handler returns (see
-	// web.Sockets.Upgrade).
-	go mod.serveSocket(conn)
+	mod.serveSocket(conn)
 	return nil
 }
 
-// serveSocket reads a count subscriber's frames until the socket closes.
+// serveSocket reads a count subscriber's frames until the socket closes,
+// with no goroutine while the socket is idle.
 func (mod *Module) serveSocket(conn *web.Conn) {
 	cl := &wsClient{conn: conn, subs: map[string]bool{}}
-	defer func() {
-		cl.mu.Lock()
-		hotels := make([]string, 0, len(cl.subs))
-		for h := range cl.subs {
-			hotels = append(hotels, h)
-		}
-		cl.subs = nil
-		cl.mu.Unlock()
-		for _, h := range hotels {
-			mod.feeds.leave(h, cl)
-		}
-	}()
 	limiter := rate.NewLimiter(rate.Limit(mod.cfg.SocketMessageRate), mod.cfg.SocketMessageBurst)
-	for {
-		msg, err := conn.Read()
-		if err != nil {
-			return
-		}
+	conn.Serve(func(msg []byte) {
 		env, perr := web.ParseEnvelope(msg)
 		if perr == nil && !limiter.Allow() {
 			perr = &web.ProtocolError{Code: web.CodeRateLimited, Message: "too many messages"}
@@ -122,7 +105,18 @@ func (mod *Module) serveSocket(conn *web.Conn) {
 		if perr != nil {
 			conn.Send(web.ErrorFrame(perr.Code, perr.Message, env.ID))
 		}
-	}
+	}, func() {
+		cl.mu.Lock()
+		hotels := make([]string, 0, len(cl.subs))
+		for h := range cl.subs {
+			hotels = append(hotels, h)
+		}
+		cl.subs = nil
+		cl.mu.Unlock()
+		for _, h := range hotels {
+			mod.feeds.leave(h, cl)
+		}
+	})
 }
 
 func (mod *Module) handleFrame(ctx context.Context, cl *wsClient, env web.Envelope) *web.ProtocolError {

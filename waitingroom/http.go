@@ -159,7 +159,7 @@ func (h *handlers) socket(c echo.Context) error {
 			return nil
 		}
 		conn.SendAndClose(frame, websocket.CloseNormalClosure, "admitted")
-		go drain(conn)
+		conn.Serve(func([]byte) {}, nil)
 		return nil
 	}
 	r := h.m.rooms.attach(event, w, h.m.cfg.MaxSocketsPerUser)
@@ -168,47 +168,33 @@ func (h *handlers) socket(c echo.Context) error {
 		h.m.metrics.requests.WithLabelValues("socket", "refused").Inc()
 		conn.SendAndClose(web.ErrorFrame(web.CodeLimitExceeded, "too many waiting-room sockets of this user for this event", ""),
 			web.ClosePolicy, "too many sockets")
-		go drain(conn)
+		conn.Serve(func([]byte) {}, nil)
 		return nil
 	}
 	conn.Send(web.EventFrame(EventPosition, h.m.queuedAnswer(room, p), ""))
-	// Read from a goroutine of its own so the handler returns (see
-	// web.Sockets.Upgrade).
-	go h.serveSocket(r, w, event)
+	h.serveSocket(r, w, event)
 	return nil
 }
 
-// serveSocket reads a queued user's frames until the socket closes.
+// serveSocket reads a queued user's frames until the socket closes, with
+// no goroutine while the socket is idle.
 func (h *handlers) serveSocket(r *room, w *waiter, event string) {
-	defer h.m.rooms.detach(r, w)
 	conn, user := w.conn, w.user
 	limit := rate.NewLimiter(clientFrameRate, clientFrameBurst)
 	refused := 0
-	for {
-		msg, err := conn.Read()
-		if err != nil {
-			return
-		}
+	conn.Serve(func(msg []byte) {
 		if !limit.Allow() {
 			// A client that keeps flooding is closed rather than answered.
 			if refused++; refused > clientFrameBurst*2 {
 				conn.Close(web.ClosePolicy, "too many frames")
-				continue
+				return
 			}
 			conn.Send(web.ErrorFrame(web.CodeRateLimited, "at most one frame a second", ""))
-			continue
+			return
 		}
 		refused = 0
 		h.clientFrame(conn, event, user, msg)
-	}
-}
-
-func drain(conn *web.Conn) {
-	for {
-		if _, err := conn.Read(); err != nil {
-			return
-		}
-	}
+	}, func() { h.m.rooms.detach(r, w) })
 }
 
 func (h *handlers) clientFrame(conn *web.Conn, event, user string, msg []byte) {

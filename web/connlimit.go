@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -190,4 +191,13 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c.addr) })
 	return err
+}
+
+// SyscallConn reaches the socket under the slot, so a hijacked WebSocket
+// can park its reader in the epoll set (web.Conn.Serve).
+func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -51,6 +54,10 @@ type Sockets struct {
 	open   *prometheus.GaugeVec
 	queued prometheus.Gauge
 	drops  *prometheus.CounterVec
+
+	// poller parks idle readers (nil: a goroutine reads each connection).
+	poller    *poller
+	sweepOnce sync.Once
 }
 
 // drainer is a live connection that can be told to go away.
@@ -58,12 +65,8 @@ type drainer interface {
 	drain(reconnect time.Duration)
 }
 
-// readBufferBytes is the read buffer of each WebSocket connection.
-const readBufferBytes = 256
-
-// NewSockets prepares the upgrader with the origin check and buffer sizes
-// that keep an idle connection small: a 256-byte read buffer, and write
-// buffers taken from a shared pool only while writing.
+// NewSockets prepares the upgrader with the origin check, and the shared
+// epoll set idle readers park in (realtime.park_idle_readers, Linux).
 func NewSockets(cfg config.Realtime, reg prometheus.Registerer, log *slog.Logger) (*Sockets, error) {
 	s := &Sockets{
 		cfg:     cfg,
@@ -90,15 +93,21 @@ func NewSockets(cfg config.Realtime, reg prometheus.Registerer, log *slog.Logger
 	}
 	s.drops.WithLabelValues("slow_consumer")
 	s.drops.WithLabelValues("write_failed")
+	// Only the handshake is gorilla's: the buffers it allocates for its
+	// Conn are dropped with it, so the smallest do.
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
-		// An idle connection keeps its read buffer for life: a small one
-		// (instead of the hijacked 4 KiB reader) saves most of it; larger
-		// frames are read straight into the message, past the buffer.
-		ReadBufferSize:  readBufferBytes,
-		WriteBufferPool: &sync.Pool{},
-		CheckOrigin:     originChecker(cfg.AllowedOrigins),
-		Error:           handshakeError,
+		ReadBufferSize:   64,
+		WriteBufferPool:  &sync.Pool{},
+		CheckOrigin:      originChecker(cfg.AllowedOrigins),
+		Error:            handshakeError,
+	}
+	if cfg.ParkIdleReaders {
+		p, err := sharedPoller()
+		if err != nil {
+			log.Warn("websocket: idle readers cannot park; one goroutine reads each connection", "err", err)
+		}
+		s.poller = p
 	}
 	return s, nil
 }
@@ -152,29 +161,50 @@ func originChecker(allowed []string) func(r *http.Request) bool {
 	}
 }
 
-// Conn is one WebSocket connection. The handler goroutine that upgraded it
-// reads; writes need no goroutine of their own while idle: Send queues the
-// message and starts a writer only when one is not already running.
+// Conn is one WebSocket connection. Nothing runs for it while it is idle:
+// Serve parks its reading in a shared epoll set (Read keeps a goroutine
+// blocked in it instead), Send queues a message and starts a writer only
+// when one is not already running, and one sweep per process pings it and
+// drops it when it falls silent.
+//
+// The handshake is gorilla's (origin check, refusals in the JSON error
+// shape); the frames are read and written here, on the socket itself:
+// gorilla's reader keeps its own buffer, which may hold part of the next
+// frame, so it cannot be set aside while the connection is idle.
 type Conn struct {
-	ws   *websocket.Conn
+	nc   net.Conn
+	raw  syscall.RawConn // nil: the socket cannot be parked (TLS, parking off)
 	s    *Sockets
 	kind string
+
+	limit    atomic.Int64
+	lastRead atomic.Int64 // unix ns of the last whole frame from the peer
+	nextPing atomic.Int64 // unix ns when the sweep pings next
+	wmu      sync.Mutex   // one writer of frames at a time (lockWrite)
 
 	mu      sync.Mutex
 	queue   [][]byte
 	writing bool
 	closed  bool
+	shut    bool // the socket is closed
 	// pull asks the writer to call source once the queue is empty.
 	pull    bool
 	source  func() []byte
 	release func([]byte)
-	ping    *time.Timer
-	done    chan struct{}
-	ctx     context.Context
-	cancel  context.CancelFunc
+	// ctx is made on the first Context or Done: most connections never
+	// ask, and an idle one keeps it for life.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// final, once set, closes the connection after the queue is written.
 	final *closeFrame
+
+	// Reading: only the one reader at a time touches r.
+	r           frameReader
+	readerState uint8
+	onMessage   func([]byte)
+	onEnd       func()
+	pollSeq     uint32 // tells this registration's epoll events from a reused fd's
 }
 
 // Declare makes the connection gauge of kind exist at zero before the
@@ -185,9 +215,10 @@ func (s *Sockets) Declare(kind string) { s.open.WithLabelValues(kind) }
 // Upgrade turns the request into a WebSocket of the given kind (a label for
 // metrics: "presence", "viewers", ...). During shutdown it refuses with 503.
 //
-// Callers read the connection from a goroutine of their own and return
-// from the handler: while the handler runs, the HTTP server keeps about
-// 9 KiB of buffers per connection that the WebSocket never uses.
+// Callers read the connection with Serve (or from a goroutine of their own
+// with Read) and return from the handler: while the handler runs, the
+// HTTP server keeps about 9 KiB of buffers per connection that the
+// WebSocket never uses.
 func (s *Sockets) Upgrade(c echo.Context, kind string) (*Conn, error) {
 	s.mu.Lock()
 	closing := s.closing
@@ -207,39 +238,28 @@ func (s *Sockets) Upgrade(c echo.Context, kind string) (*Conn, error) {
 	c.Set(realtimeKey, true)
 	// The upgrader wrote 101 on the hijacked connection, past echo.
 	c.Response().Status = http.StatusSwitchingProtocols
-	ws.SetReadLimit(s.cfg.MaxMessageBytes)
-	_ = ws.SetReadDeadline(time.Now().Add(s.cfg.PongTimeout))
-	ws.SetPongHandler(func(string) error {
-		return ws.SetReadDeadline(time.Now().Add(s.cfg.PongTimeout))
-	})
-	conn := &Conn{ws: ws, s: s, kind: kind, done: make(chan struct{})}
-	conn.ctx, conn.cancel = context.WithCancel(context.Background())
+	// gorilla's Conn has read nothing (it refuses a client that sent data
+	// before the handshake's answer), so the socket is all there is. The
+	// HTTP server's deadlines stay on a hijacked socket: clear them.
+	nc := ws.NetConn()
+	_ = nc.SetDeadline(time.Time{})
+	now := time.Now().UnixNano()
+	conn := &Conn{nc: nc, s: s, kind: kind}
+	conn.limit.Store(s.cfg.MaxMessageBytes)
+	conn.lastRead.Store(now)
+	conn.nextPing.Store(now + int64(s.cfg.PingInterval))
+	if sc, ok := nc.(syscall.Conn); ok && s.poller != nil {
+		if raw, err := sc.SyscallConn(); err == nil {
+			conn.raw = raw
+		}
+	}
 	if !s.track(conn) {
 		conn.closeNow(CloseServiceRestart, reconnectReason(s.cfg))
 		return nil, ErrClosed
 	}
 	s.open.WithLabelValues(kind).Inc()
-	conn.mu.Lock()
-	conn.ping = time.AfterFunc(s.cfg.PingInterval, conn.sendPing)
-	conn.mu.Unlock()
+	s.sweepOnce.Do(func() { go s.sweep() })
 	return conn, nil
-}
-
-// Read returns the next text or binary message. It fails once the connection
-// is closed, the peer goes silent past pong_timeout, or a frame is too large
-// (then the peer gets a 1009 close).
-func (c *Conn) Read() ([]byte, error) {
-	_, msg, err := c.ws.ReadMessage()
-	if err != nil {
-		if errors.Is(err, websocket.ErrReadLimit) {
-			c.Close(CloseTooLarge, "message too large")
-		} else {
-			c.Close(websocket.CloseNormalClosure, "")
-		}
-		return nil, fmt.Errorf("%w: %v", ErrClosed, err)
-	}
-	_ = c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.PongTimeout))
-	return msg, nil
 }
 
 type closeFrame struct {
@@ -341,7 +361,7 @@ func (c *Conn) Deliver(m hub.Message) {
 
 // SetReadLimit replaces realtime.max_message_bytes for this connection, for
 // protocols whose requests are legitimately larger (a subscription list).
-func (c *Conn) SetReadLimit(n int64) { c.ws.SetReadLimit(n) }
+func (c *Conn) SetReadLimit(n int64) { c.limit.Store(n) }
 
 // QueueLen is the number of messages waiting to be written.
 func (c *Conn) QueueLen() int {
@@ -351,11 +371,21 @@ func (c *Conn) QueueLen() int {
 }
 
 // Done is closed when the connection is closed.
-func (c *Conn) Done() <-chan struct{} { return c.done }
+func (c *Conn) Done() <-chan struct{} { return c.Context().Done() }
 
 // Context ends when the connection closes (the request's context says
 // nothing once the connection is hijacked).
-func (c *Conn) Context() context.Context { return c.ctx }
+func (c *Conn) Context() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil {
+		c.ctx, c.cancel = context.WithCancel(context.Background())
+		if c.closed {
+			c.cancel()
+		}
+	}
+	return c.ctx
+}
 
 func (c *Conn) flush() {
 	for {
@@ -407,10 +437,9 @@ func (c *Conn) flush() {
 // write writes one message from the writer; on failure it closes the
 // connection, ends the writer and reports false.
 func (c *Conn) write(msg []byte) bool {
-	_ = c.ws.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-	if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+	if err := c.writeFrame(opText, msg, time.Now().Add(c.s.cfg.WriteTimeout)); err != nil {
 		c.s.drops.WithLabelValues("write_failed").Inc()
-		c.closeNow(websocket.CloseAbnormalClosure, "")
+		c.closeNow(closeAbnormal, "")
 		c.mu.Lock()
 		c.writing = false
 		c.mu.Unlock()
@@ -419,17 +448,42 @@ func (c *Conn) write(msg []byte) bool {
 	return true
 }
 
+// errWriteBusy: another write held the socket past the deadline.
+var errWriteBusy = errors.New("websocket: write timed out behind another write")
+
+// writeFrame writes one frame, header and payload in one system call. A
+// write in progress (the writer's message, a pong, a ping) is waited for
+// until deadline.
+func (c *Conn) writeFrame(op byte, p []byte, deadline time.Time) error {
+	if !c.lockWrite(deadline) {
+		return errWriteBusy
+	}
+	defer c.wmu.Unlock()
+	b := appendFrame(getBuf(), op, p)
+	_ = c.nc.SetWriteDeadline(deadline)
+	_, err := c.nc.Write(b)
+	putBuf(b)
+	return err
+}
+
+// lockWrite takes the write lock, waiting for it until deadline. Writes
+// rarely overlap (a pong or ping beside the writer's message), so a wait
+// polls: a channel, the usual lock with a deadline, would cost every idle
+// connection 96 bytes for the rare wait.
+func (c *Conn) lockWrite(deadline time.Time) bool {
+	for wait := 20 * time.Microsecond; !c.wmu.TryLock(); wait = min(2*wait, 5*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
+	}
+	return true
+}
+
 func (c *Conn) sendPing() {
-	err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.s.cfg.WriteTimeout))
-	if err != nil {
-		c.closeNow(websocket.CloseAbnormalClosure, "")
-		return
+	if err := c.writeFrame(opPing, nil, time.Now().Add(c.s.cfg.WriteTimeout)); err != nil {
+		c.closeNow(closeAbnormal, "")
 	}
-	c.mu.Lock()
-	if !c.closed {
-		c.ping.Reset(c.s.cfg.PingInterval)
-	}
-	c.mu.Unlock()
 }
 
 // Close sends a close frame with code and reason, then closes the
@@ -443,38 +497,60 @@ func (c *Conn) Close(code int, reason string) {
 	c.closed = true
 	c.mu.Unlock()
 	c.stop()
-	if code != websocket.CloseAbnormalClosure {
-		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	if code != closeAbnormal {
+		_ = c.writeFrame(opClose, closePayload(code, reason), time.Now().Add(time.Second))
 	}
-	// Unblock the reader soon; it sees the peer's close reply or a timeout.
-	_ = c.ws.SetReadDeadline(time.Now().Add(time.Second))
-	time.AfterFunc(time.Second, func() { _ = c.ws.Close() })
+	// The peer's close reply, read by the reader, closes it sooner.
+	time.AfterFunc(time.Second, c.shutdown)
 }
 
-// closeNow closes without waiting for the peer.
+// closeNow closes the socket without waiting for the peer, after a close
+// frame with code unless the connection was closing already.
 func (c *Conn) closeNow(code int, reason string) {
 	c.mu.Lock()
 	already := c.closed
 	c.closed = true
 	c.mu.Unlock()
-	if already {
+	if !already {
+		c.stop()
+		if code != closeAbnormal {
+			_ = c.writeFrame(opClose, closePayload(code, reason), time.Now().Add(time.Second))
+		}
+	}
+	c.shutdown()
+}
+
+// shutdown closes the socket, taking it out of the epoll set first (the
+// number of a closed descriptor is reused at once), and ends a parked
+// reader.
+func (c *Conn) shutdown() {
+	c.mu.Lock()
+	if c.shut {
+		c.mu.Unlock()
 		return
 	}
-	c.stop()
-	if code != websocket.CloseAbnormalClosure {
-		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	c.shut = true
+	parked := c.readerState == readerParked
+	if parked {
+		c.readerState = readerRunning
 	}
-	_ = c.ws.Close()
+	c.mu.Unlock()
+	if c.raw != nil {
+		c.s.poller.remove(c)
+	}
+	_ = c.nc.Close()
+	if parked {
+		go c.endServe(ErrClosed)
+	}
 }
 
 func (c *Conn) stop() {
 	c.mu.Lock()
-	if c.ping != nil {
-		c.ping.Stop()
-	}
+	cancel := c.cancel
 	c.mu.Unlock()
-	c.cancel()
-	close(c.done)
+	if cancel != nil {
+		cancel()
+	}
 	c.s.untrack(c)
 	c.s.open.WithLabelValues(c.kind).Dec()
 }
