@@ -158,6 +158,19 @@ func (c *rawClient) expectClose(code int) {
 	require.Equal(c.t, code, int(binary.BigEndian.Uint16(p)), "reason %q", p[2:])
 }
 
+// open dials the server and returns the client and the server's side.
+func (b served) open(t testing.TB) (*rawClient, *Conn) {
+	t.Helper()
+	cl := dialRaw(t, b.addr)
+	return cl, <-b.conns
+}
+
+// waitParked waits until c's reader has parked.
+func waitParked(t testing.TB, c *Conn) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, func() bool { return isParked(c) }, "parked")
+}
+
 func isParked(c *Conn) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -202,8 +215,7 @@ func TestParkedReaderCompletesAFrameSplitAcrossSegments(t *testing.T) {
 	t.Parallel()
 	eachReader(t, func(t *testing.T, park bool) {
 		b := setupServe(t, parking(park, func(c *config.Config) { c.Realtime.MaxMessageBytes = 1 << 20 }))
-		cl := dialRaw(t, b.addr)
-		conn := <-b.conns
+		cl, conn := b.open(t)
 		require.Equal(t, park, conn.raw != nil)
 		for _, size := range []int{5, 125, 126, 3000, 70_000} {
 			msg := strings.Repeat("abcdefghij", size/10+1)[:size]
@@ -234,8 +246,7 @@ func TestParkedReaderDeliversEveryFrameOfOneSegment(t *testing.T) {
 	t.Parallel()
 	eachReader(t, func(t *testing.T, park bool) {
 		b := setupServe(t, parking(park))
-		cl := dialRaw(t, b.addr)
-		conn := <-b.conns
+		cl, conn := b.open(t)
 		for round := 0; round < 3; round++ {
 			var batch []byte
 			for i := 0; i < 50; i++ {
@@ -290,10 +301,9 @@ func TestCloseWhileParked(t *testing.T) {
 	eachReader(t, func(t *testing.T, park bool) {
 		b := setupServe(t, parking(park))
 		// The peer answers the close: the end comes with its answer.
-		cl := dialRaw(t, b.addr)
-		conn := <-b.conns
+		cl, conn := b.open(t)
 		if park {
-			testenv.Eventually(t, 10*time.Second, func() bool { return isParked(conn) }, "parked")
+			waitParked(t, conn)
 		}
 		conn.Close(ClosePolicy, "bye")
 		cl.expectClose(ClosePolicy)
@@ -303,8 +313,7 @@ func TestCloseWhileParked(t *testing.T) {
 		require.ErrorIs(t, err, io.EOF, "the socket is closed after the end")
 
 		// The peer stays silent: the socket closes after the grace.
-		cl2 := dialRaw(t, b.addr)
-		conn2 := <-b.conns
+		cl2, conn2 := b.open(t)
 		conn2.Close(CloseServiceRestart, reconnectJSON(time.Second))
 		cl2.expectClose(CloseServiceRestart)
 		ended(t, b, conn2)
@@ -318,12 +327,11 @@ func TestPeerResetWhileParked(t *testing.T) {
 	t.Parallel()
 	eachReader(t, func(t *testing.T, park bool) {
 		b := setupServe(t, parking(park))
-		cl := dialRaw(t, b.addr)
-		conn := <-b.conns
+		cl, conn := b.open(t)
 		cl.write(clientFrame(opText, true, []byte("hi")))
 		cl.expectText("hi")
 		if park {
-			testenv.Eventually(t, 10*time.Second, func() bool { return isParked(conn) }, "parked")
+			waitParked(t, conn)
 		}
 		require.NoError(t, cl.nc.SetLinger(0)) // close sends RST
 		require.NoError(t, cl.nc.Close())
@@ -355,8 +363,7 @@ func TestLateEventOfAReusedDescriptorIsIgnored(t *testing.T) {
 	}
 	b := setupServe(t, parking(true))
 	p := b.srv.Sockets.poller
-	cl := dialRaw(t, b.addr)
-	old := <-b.conns
+	cl, old := b.open(t)
 	fd, seq := fdOf(t, old), old.pollSeq
 	old.closeNow(closeAbnormal, "")
 	ended(t, b, old)
@@ -365,8 +372,7 @@ func TestLateEventOfAReusedDescriptorIsIgnored(t *testing.T) {
 	_ = cl.nc.Close()
 	var fresh *Conn
 	for i := 0; i < 20 && fresh == nil; i++ {
-		cl := dialRaw(t, b.addr)
-		c := <-b.conns
+		cl, c := b.open(t)
 		if fdOf(t, c) == fd {
 			fresh = c
 			break
@@ -376,7 +382,7 @@ func TestLateEventOfAReusedDescriptorIsIgnored(t *testing.T) {
 		_ = cl.nc.Close()
 	}
 	require.NotNil(t, fresh, "no new connection got the closed one's descriptor number")
-	testenv.Eventually(t, 10*time.Second, func() bool { return isParked(fresh) }, "parked")
+	waitParked(t, fresh)
 	p.dispatch(fd, seq) // the old connection's event, delivered late
 	require.True(t, isParked(fresh), "the old registration's event woke the new connection")
 	p.dispatch(fd, fresh.pollSeq)
@@ -394,8 +400,7 @@ func TestSilentPeerIsDroppedWhileParked(t *testing.T) {
 		}))
 		dialRaw(t, b.addr) // never reads or answers
 		silent := <-b.conns
-		alive := dialRaw(t, b.addr)
-		aliveConn := <-b.conns
+		alive, aliveConn := b.open(t)
 		stop := make(chan struct{})
 		answered := make(chan struct{})
 		go func() {
@@ -433,26 +438,23 @@ func TestReadLimitAndProtocolErrorsWhileParked(t *testing.T) {
 	t.Parallel()
 	eachReader(t, func(t *testing.T, park bool) {
 		b := setupServe(t, parking(park))
-		cl := dialRaw(t, b.addr)
-		conn := <-b.conns
+		cl, conn := b.open(t)
 		if park {
-			testenv.Eventually(t, 10*time.Second, func() bool { return isParked(conn) }, "parked")
+			waitParked(t, conn)
 		}
 		// Only the header of a 65-byte frame: the limit is 64.
 		cl.write(clientFrame(opText, true, make([]byte, 65))[:6])
 		cl.expectClose(CloseTooLarge)
 		ended(t, b, conn)
 
-		cl = dialRaw(t, b.addr)
-		conn = <-b.conns
+		cl, conn = b.open(t)
 		conn.SetReadLimit(100)
 		cl.write(clientFrame(opText, false, make([]byte, 60)))
 		cl.write(clientFrame(opContinuation, true, make([]byte, 60)))
 		cl.expectClose(CloseTooLarge)
 		ended(t, b, conn)
 
-		cl = dialRaw(t, b.addr)
-		conn = <-b.conns
+		cl, conn = b.open(t)
 		cl.write([]byte{0x81, 0x02, 'h', 'i'}) // not masked
 		cl.expectClose(closeProtocolError)
 		ended(t, b, conn)
@@ -470,7 +472,7 @@ func TestDrainClosesParkedConnections(t *testing.T) {
 		conns = append(conns, <-b.conns)
 	}
 	for _, c := range conns {
-		testenv.Eventually(t, 10*time.Second, func() bool { return isParked(c) }, "parked")
+		waitParked(t, c)
 	}
 	done := make(chan error, 1)
 	go func() {
