@@ -231,10 +231,7 @@ func (d *pipeliningDesk) QueueExtend(ctx context.Context, p redis.Pipeliner, eve
 func TestHoldRedisRoundTrips(t *testing.T) {
 	t.Parallel()
 	srv := testenv.NewRedisServer(t)
-	opt, err := redis.ParseURL(srv.URL)
-	require.NoError(t, err)
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := testenv.RedisClient(t, srv.URL)
 	trips := &redisTrips{}
 	rdb.AddHook(trips)
 	b := setupWith(t, testenv.Postgres(t), rdb)

@@ -225,11 +225,7 @@ func TestBrowseLoginCannotWrite(t *testing.T) {
 func TestSeatMapWithoutRedis(t *testing.T) {
 	t.Parallel()
 	srv := testenv.NewRedisServer(t)
-	opt, err := redis.ParseURL(srv.URL)
-	require.NoError(t, err)
-	opt.MaxRetries = -1
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := testenv.RedisClient(t, srv.URL, func(o *redis.Options) { o.MaxRetries = -1 })
 	br := setupBrowse(t, rdb)
 	event, _ := br.event(t, "A:2x2@100")
 	require.NoError(t, srv.Stop())

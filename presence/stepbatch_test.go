@@ -115,12 +115,8 @@ func TestStepsInFlightTogetherShareOneRoundTrip(t *testing.T) {
 func TestBatchedStepsSurviveAFlushedScriptCache(t *testing.T) {
 	t.Parallel()
 	srv := testenv.NewRedisServer(t)
-	opt, err := redis.ParseURL(srv.URL)
-	require.NoError(t, err)
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
-	admin := redis.NewClient(opt)
-	t.Cleanup(func() { _ = admin.Close() })
+	rdb := testenv.RedisClient(t, srv.URL)
+	admin := testenv.RedisClient(t, srv.URL)
 	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
 	h := newHoldFirst()
 	h.onPipeline = func() { require.NoError(t, admin.ScriptFlush(context.Background()).Err()) }

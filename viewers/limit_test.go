@@ -61,11 +61,7 @@ func TestPrefixBucketIsSharedThroughRedis(t *testing.T) {
 func TestPrefixLimiterFailsOpen(t *testing.T) {
 	t.Parallel()
 	srv := testenv.NewRedisServer(t)
-	opt, err := redis.ParseURL(srv.URL)
-	require.NoError(t, err)
-	opt.DialTimeout, opt.MaxRetries = 100*time.Millisecond, -1
-	limitRdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = limitRdb.Close() })
+	limitRdb := testenv.RedisClient(t, srv.URL, func(o *redis.Options) { o.DialTimeout, o.MaxRetries = 100*time.Millisecond, -1 })
 	require.NoError(t, srv.Stop())
 	e := newEnv(t, envOpts{limitRdb: limitRdb, cfg: func(v *cfgViewers) {
 		v.PrefixRate, v.PrefixBurst, v.PrefixSyncThreshold = 5, 5, 2

@@ -179,10 +179,7 @@ func TestSubscribersInDifferentSlotsOnACluster(t *testing.T) {
 
 func TestResubscribesAfterRedisRestart(t *testing.T) {
 	srv := testenv.NewRedisServer(t)
-	opt, err := redis.ParseURL(srv.URL)
-	require.NoError(t, err)
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := testenv.RedisClient(t, srv.URL)
 	b := setup(t, rdb)
 	ctx := testenv.Context(t)
 	topic := b.topic("restart")
@@ -199,15 +196,12 @@ func TestResubscribesAfterRedisRestart(t *testing.T) {
 
 func TestSubscribeWaitsForRedisAndGivesUpWithTheContext(t *testing.T) {
 	srv := testenv.NewRedisServer(t)
-	opt, err := redis.ParseURL(srv.URL)
-	require.NoError(t, err)
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := testenv.RedisClient(t, srv.URL)
 	b := setup(t, rdb)
 	require.NoError(t, srv.Stop())
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	err = b.hub.Subscribe(ctx, b.topic("down"), &counter{})
+	err := b.hub.Subscribe(ctx, b.topic("down"), &counter{})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Zero(t, b.hub.Topics(), "a failed subscribe leaves nothing behind")
 }

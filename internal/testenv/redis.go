@@ -91,6 +91,22 @@ func NewRedisServer(t testing.TB) *store.EmbeddedRedis {
 	return srv
 }
 
+// RedisClient is a client of the Redis at url (a server of the test's own),
+// with options changed by mutate, closed at test end.
+func RedisClient(t testing.TB, url string, mutate ...func(*redis.Options)) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("redis url: %v", err)
+	}
+	for _, f := range mutate {
+		f(opt)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // RestartRedisServer starts an empty redis-server on the port of url, one
 // the test stopped, so clients come back to the address they knew; it is
 // stopped at test end.
