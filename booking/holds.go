@@ -194,7 +194,7 @@ func (h *holdsPlane) afterCommit(ctx context.Context, in holdInput, seats []int6
 	var hinted *redis.Cmd
 	var leased func() error
 	// Both may run twice after a NOSCRIPT: each sets an expiry from now.
-	_ = pipelined(ctx, h.rdb, slices.Concat(h.admission.Scripts(), []*store.Script{hintExtend}), func(p redis.Pipeliner) {
+	_ = store.Pipelined(ctx, h.rdb, slices.Concat(h.admission.Scripts(), []*store.Script{hintExtend}), func(p redis.Pipeliner) {
 		hinted = h.hints.queueExtend(ctx, p, in.Event, seats, resID, time.Until(expiresAt))
 		leased = h.admission.QueueExtend(ctx, p, in.Event, in.User, holdFor)
 	})
@@ -222,7 +222,7 @@ func (h *holdsPlane) gates(ctx context.Context, in holdInput) error {
 	var rate *redis.Cmd
 	admitted := func() error { return nil }
 	// The rate may be counted twice after a NOSCRIPT, as any retry counts.
-	_ = pipelined(ctx, h.rdb, slices.Concat(h.admission.Scripts(), []*store.Script{rateScript}), func(p redis.Pipeliner) {
+	_ = store.Pipelined(ctx, h.rdb, slices.Concat(h.admission.Scripts(), []*store.Script{rateScript}), func(p redis.Pipeliner) {
 		rate = rateScript.Queue(ctx, p, []string{h.keys.holdRate(in.User)}, time.Minute.Milliseconds())
 		if in.Pass != "" {
 			admitted = h.admission.QueueVerify(ctx, p, in.Pass, in.Event, in.User)
@@ -307,7 +307,7 @@ func (h *holdsPlane) verifyAdmission(ctx context.Context, in holdInput) error {
 	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
 	defer cancel()
 	var admitted func() error
-	_ = pipelined(ctx, h.rdb, h.admission.Scripts(), func(p redis.Pipeliner) {
+	_ = store.Pipelined(ctx, h.rdb, h.admission.Scripts(), func(p redis.Pipeliner) {
 		admitted = h.admission.QueueVerify(ctx, p, in.Pass, in.Event, in.User)
 	})
 	return admissionRefusal(admitted())
@@ -318,7 +318,7 @@ func (h *holdsPlane) extendLease(ctx context.Context, event, user string, d time
 	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
 	defer cancel()
 	var leased func() error
-	_ = pipelined(ctx, h.rdb, h.admission.Scripts(), func(p redis.Pipeliner) {
+	_ = store.Pipelined(ctx, h.rdb, h.admission.Scripts(), func(p redis.Pipeliner) {
 		leased = h.admission.QueueExtend(ctx, p, event, user, d)
 	})
 	return leased()

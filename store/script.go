@@ -36,21 +36,33 @@ func (s *Script) Queue(ctx context.Context, p redis.Pipeliner, keys []string, ar
 }
 
 // Pipelined runs fill on a fresh pipeline and executes it; when Redis
-// answers NOSCRIPT it loads the script everywhere and runs once more. The
-// keys of one queued call share a hash tag; different calls need not. The
-// retry runs every call again, also those that had succeeded, so queue
-// only calls that may run twice (a renewal, or a debit that may be taken
-// twice after a Redis restart).
+// answers NOSCRIPT it loads the script everywhere and runs once more (see
+// the package function Pipelined).
 func (s *Script) Pipelined(ctx context.Context, rdb redis.UniversalClient, fill func(p redis.Pipeliner)) error {
+	return Pipelined(ctx, rdb, []*Script{s}, fill)
+}
+
+// Pipelined runs the calls fill queues in one round trip (one per node of
+// a Cluster). The keys of one queued call share a hash tag; different
+// calls need not. When Redis answers NOSCRIPT it loads scripts everywhere
+// and runs fill once more. The retry runs every call again, also those
+// that had succeeded, so queue only calls that may run twice (a renewal,
+// or a debit that may be taken twice after a Redis restart). Errors of
+// single calls are read from their results; the error returned is the
+// round trip's.
+func Pipelined(ctx context.Context, rdb redis.UniversalClient, scripts []*Script, fill func(p redis.Pipeliner)) error {
 	run := func() error {
 		p := rdb.Pipeline()
 		fill(p)
+		if p.Len() == 0 {
+			return nil
+		}
 		_, err := p.Exec(ctx)
 		return err
 	}
 	err := run()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = Load(ctx, rdb, s); err == nil {
+		if err = Load(ctx, rdb, scripts...); err == nil {
 			err = run()
 		}
 	}
