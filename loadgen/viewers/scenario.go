@@ -137,7 +137,7 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	}
 
 	r.Label("heartbeats")
-	r.Hint("http 429", "the server rate-limits heartbeats per /24 network (viewers.prefix_rate) and counts all of this loadgen's viewers as one network unless it trusts their X-Forwarded-For: set http.trusted_proxies to 127.0.0.1/32 (PRESENCED_HTTP_TRUSTED_PROXIES=127.0.0.1/32; a development server without redis.url and postgres.url trusts loopback already), or viewers.prefix_rate: 0")
+	r.Hint("http 429", "either one viewer sent more than viewers.session_rate heartbeats a second (10 by default: add --viewers or set --rate), or the server rate-limits heartbeats per /24 network (viewers.prefix_rate) and counts all of this loadgen's viewers as one network unless it trusts their X-Forwarded-For: set http.trusted_proxies to 127.0.0.1/32 (PRESENCED_HTTP_TRUSTED_PROXIES=127.0.0.1/32; a development server without redis.url and postgres.url trusts loopback already), or viewers.prefix_rate: 0")
 	start := time.Now()
 	var next atomic.Int64
 	r.Loop(ctx, func(ctx context.Context, _ int) error {
