@@ -239,22 +239,14 @@ func (c *loadConn) send(event string, payload any, id string) error {
 	return c.ws.WriteMessage(websocket.TextMessage, b)
 }
 
-type loadFrame struct {
-	Event         string `json:"event"`
-	CorrelationID string `json:"correlationId"`
-	Payload       struct {
-		Users  []presence.Status `json:"users"`
-		Resync bool              `json:"resync"`
-		Code   string            `json:"code"`
-	} `json:"payload"`
-}
-
 // read handles one connection's frames: the snapshot, replies, and the
 // updates the delivery check and the storm measure.
 func (run *loadRun) read(c *loadConn) {
 	first := true
+	fr := &frameReader{ws: c.ws}
+	var f loadFrame
 	for {
-		_, msg, err := c.ws.ReadMessage()
+		msg, err := fr.next()
 		if err != nil {
 			if first {
 				close(c.ready)
@@ -262,8 +254,7 @@ func (run *loadRun) read(c *loadConn) {
 			return
 		}
 		now := time.Now()
-		var f loadFrame
-		if json.Unmarshal(msg, &f) != nil {
+		if fr.decode(msg, &f) != nil {
 			continue
 		}
 		if first {
