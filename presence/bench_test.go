@@ -91,7 +91,7 @@ func BenchmarkSubjectDeliver(b *testing.B) {
 			for i := 0; i < followers; i++ {
 				lu := &localUser{id: strconv.Itoa(i), subjects: map[string]*subject{"bob": s}}
 				c := &client{g: g, lu: lu, armed: true, watched: true}
-				lu.clients = []*client{c}
+				lu.setClients([]*client{c})
 				s.watchers[lu] = struct{}{}
 				clients = append(clients, c)
 			}

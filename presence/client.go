@@ -94,6 +94,17 @@ func (c *client) mark(s *subject) {
 	c.conn.Pull()
 }
 
+// unmark forgets subjects no longer followed: their pending changes and
+// what the client last got of them.
+func (c *client) unmark(subs []*subject) {
+	c.mu.Lock()
+	for _, s := range subs {
+		c.pending.remove(s)
+	}
+	c.mu.Unlock()
+	c.forget(subs)
+}
+
 // nextFrame is the connection's frame source: one presence:updated with
 // the latest status of every user that changed since the last frame,
 // leaving out those equal to what the client last got; nil when nothing is
@@ -122,10 +133,6 @@ func (c *client) nextFrame() []byte {
 	users := 0
 	nowMs := time.Now().UnixMilli()
 	pend.each(func(s *subject) {
-		if !c.lu.follows(s) {
-			c.sent.forget(s)
-			return
-		}
 		st := s.cur.Load()
 		if st == nil || st.st.sameAs(c.sent.get(s)) {
 			return

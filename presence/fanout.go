@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,14 +94,14 @@ func (s *subject) offer(st *Status) bool {
 	}
 }
 
+// notify marks the subject changed for every local follower. It marks with
+// the subject's lock held, so once release has taken a follower out of the
+// watchers no mark for it is still under way, and unfollow can clear what
+// is pending for good: a frame needs no check of what its user follows.
 func (s *subject) notify() {
 	s.mu.Lock()
-	watchers := make([]*localUser, 0, len(s.watchers))
+	defer s.mu.Unlock()
 	for lu := range s.watchers {
-		watchers = append(watchers, lu)
-	}
-	s.mu.Unlock()
-	for _, lu := range watchers {
 		for _, c := range lu.clientList() {
 			c.mark(s)
 		}
@@ -199,12 +200,26 @@ type localUser struct {
 	mu       sync.Mutex
 	clients  []*client
 	subjects map[string]*subject
+	// shared is clients as of its last change, never modified in place:
+	// notify reads it under a subject's lock, which must not wait for mu
+	// (follow takes mu, then a subject's lock).
+	shared atomic.Pointer[[]*client]
 }
 
+// clientList is the user's connections here. The slice is shared: callers
+// must not modify it.
 func (lu *localUser) clientList() []*client {
-	lu.mu.Lock()
-	defer lu.mu.Unlock()
-	return append([]*client(nil), lu.clients...)
+	if p := lu.shared.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// setClients replaces the connection list; the caller holds lu.mu.
+func (lu *localUser) setClients(cs []*client) {
+	lu.clients = cs
+	shared := slices.Clone(cs)
+	lu.shared.Store(&shared)
 }
 
 func (lu *localUser) follows(s *subject) bool {
@@ -249,7 +264,7 @@ func (f *fanout) attach(c *client) *localUser {
 	// flushes c, which needs its user.
 	c.lu = lu
 	lu.mu.Lock()
-	lu.clients = append(lu.clients, c)
+	lu.setClients(append(lu.clients, c))
 	lu.mu.Unlock()
 	return lu
 }
@@ -262,7 +277,7 @@ func (f *fanout) detach(c *client) {
 	lu.mu.Lock()
 	for i, x := range lu.clients {
 		if x == c {
-			lu.clients = append(lu.clients[:i], lu.clients[i+1:]...)
+			lu.setClients(append(lu.clients[:i], lu.clients[i+1:]...))
 			break
 		}
 	}
@@ -440,22 +455,39 @@ func (f *fanout) unfollow(lu *localUser, ids []string) {
 		}
 	}
 	lu.mu.Unlock()
+	if len(drop) == 0 {
+		return
+	}
 	for _, s := range drop {
 		f.release(s, lu)
+	}
+	// No mark of these subjects for lu can come any more (see notify):
+	// what is pending of them now is all there will be.
+	for _, c := range lu.clientList() {
+		c.unmark(drop)
 	}
 }
 
 // release drops lu from a subject's watchers; the last one unsubscribes.
+// It returns once no notify of s marks lu's connections any more.
 func (f *fanout) release(s *subject, lu *localUser) {
-	f.mu.Lock()
 	s.mu.Lock()
 	delete(s.watchers, lu)
 	empty := len(s.watchers) == 0
 	s.mu.Unlock()
-	if empty && f.subjects[s.id] == s {
+	if !empty {
+		return
+	}
+	// Taken again with the process's lock: a follow may have come in
+	// between.
+	f.mu.Lock()
+	s.mu.Lock()
+	empty = len(s.watchers) == 0 && f.subjects[s.id] == s
+	if empty {
 		delete(f.subjects, s.id)
 		f.m.subjects.Dec()
 	}
+	s.mu.Unlock()
 	f.mu.Unlock()
 	if empty {
 		f.hub.Unsubscribe(s.topic, s)

@@ -75,7 +75,7 @@ func newFanoutBundle(t *testing.T, tick, slow time.Duration) *fanoutBundle {
 	s := &subject{id: "bob", f: f, ready: make(chan struct{}), watchers: map[*localUser]struct{}{lu: {}}}
 	lu.subjects["bob"] = s
 	c := &client{g: g, conn: conn, lu: lu, user: "alice"}
-	lu.clients = []*client{c}
+	lu.setClients([]*client{c})
 	b := &fanoutBundle{g: g, c: c, ws: ws, subj: s}
 	conn.SetSource(func() []byte {
 		if gate := b.gate.Load(); gate != nil {
@@ -260,6 +260,23 @@ func TestQueuedReplyIsNotOvertakenByANewerFrame(t *testing.T) {
 		}
 	}
 	require.Equal(t, []int64{1, 2}, got, "the reply (v1), then the change (v2)")
+}
+
+// A change pending when its subject is unfollowed is not sent: unfollow
+// clears it, and no mark can come after unfollow returns, so frames carry
+// what is followed without checking it.
+func TestUnfollowedChangeWaitingForTheSocketIsNotSent(t *testing.T) {
+	t.Parallel()
+	b := newFanoutBundle(t, time.Hour, time.Minute)
+	release := b.busy()
+	b.change("busy", 1) // pending; the writer is held before building its frame
+	b.g.f.unfollow(b.c.lu, []string{"bob"})
+	release()
+	u, ok := b.read(t, 500*time.Millisecond)
+	require.False(t, ok, "a frame of an unfollowed user arrived: %+v", u)
+	b.change("away", 2)
+	_, ok = b.read(t, 200*time.Millisecond)
+	require.False(t, ok, "no later change is marked either")
 }
 
 // A connection whose changes wait behind a write for slow_client_timeout

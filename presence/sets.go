@@ -37,6 +37,22 @@ func (s *subjectSet) add(x *subject) {
 	s.list = nil
 }
 
+func (s *subjectSet) remove(x *subject) {
+	if s.m != nil {
+		delete(s.m, x)
+		return
+	}
+	for i, y := range s.list {
+		if y == x {
+			last := len(s.list) - 1
+			s.list[i] = s.list[last]
+			s.list[last] = nil
+			s.list = s.list[:last]
+			return
+		}
+	}
+}
+
 func (s *subjectSet) len() int { return len(s.list) + len(s.m) }
 
 // each calls f for every member.
