@@ -29,13 +29,15 @@ func TestLoadScenarioReportsServerCPU(t *testing.T) {
 	fs := pflag.NewFlagSet("viewers", pflag.ContinueOnError)
 	sc.Flags(fs)
 	require.NoError(t, fs.Parse([]string{
-		"--viewers", "200", "--hotels", "5", "--interval", "0", "--count-rate", "20",
+		"--viewers", "20", "--hotels", "5", "--interval", "0", "--count-rate", "20",
 		"--api-key", srv.App.Config.Auth.APIKey, "--jwt-secret", srv.App.Config.Auth.JWTSecret,
 	}))
-	// Paced: 200 viewers unpaced on a fast machine send more than the
-	// server's 10 heartbeats a second per session, and 429s would hide the
+	// Few viewers, so that even a loaded machine gives each its first
+	// heartbeat early in the window (the steady state starts after them),
+	// and paced at 5 a second each: unpaced on a fast machine they would
+	// pass the server's 10 a second per session, and 429s would hide the
 	// figures this test is about.
-	o := loadgen.Options{Target: srv.URL, Concurrency: 4, Duration: 4 * time.Second, Timeout: 5 * time.Second, Rate: 600}
+	o := loadgen.Options{Target: srv.URL, Concurrency: 4, Duration: 4 * time.Second, Timeout: 5 * time.Second, Rate: 100}
 	sum, err := loadgen.Execute(context.Background(), sc, o, nil)
 	require.NoError(t, err)
 	var out bytes.Buffer
