@@ -2,6 +2,7 @@ package presence_test
 
 import (
 	"context"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -123,8 +124,19 @@ func TestStalledGatewayReconnectsItsClients(t *testing.T) {
 	ids, err := rdb.ZRange(ctx, leases, 0, -1).Result()
 	require.NoError(t, err)
 	require.Len(t, ids, 1, "one gateway holds a lease")
-	// The lease lapses as if the gateway had not renewed it in time.
-	require.NoError(t, rdb.ZAdd(ctx, leases, redis.Z{Score: 1, Member: ids[0]}).Err())
+	// The lease lapsed and a worker claimed it, as gw_claim.lua does, before
+	// the gateway's next renewal: a lease only marked lapsed could be
+	// renewed first on a loaded machine, and rightly nothing would happen.
+	// The claim is dated long ago, so a worker takes it again and ends the
+	// gateway's sessions.
+	gw := strings.TrimSuffix(leases, ":leases")
+	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, leases, ids[0])
+		p.ZAdd(ctx, gw+":reaping", redis.Z{Score: 1, Member: ids[0]})
+		p.ZAdd(ctx, gw+":reaped", redis.Z{Score: float64(time.Now().UnixMilli()), Member: ids[0]})
+		return nil
+	})
+	require.NoError(t, err)
 	require.Equal(t, 1012, bob.waitClosed().Code)
 	connect(t, s, "bob")
 	code, body := httpDo(t, "GET", s.base+"/v1/presence/users/bob", "", map[string]string{"Authorization": "Bearer " + token(t, "alice")})
