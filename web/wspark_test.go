@@ -395,8 +395,10 @@ func TestSilentPeerIsDroppedWhileParked(t *testing.T) {
 	t.Parallel()
 	eachReader(t, func(t *testing.T, park bool) {
 		b := setupServe(t, parking(park, func(c *config.Config) {
-			c.Realtime.PingInterval = 50 * time.Millisecond
-			c.Realtime.PongTimeout = 300 * time.Millisecond
+			// A pong timeout a loaded machine cannot miss by stalling the
+			// answering peer's goroutine (300 ms was missed at load 20).
+			c.Realtime.PingInterval = 100 * time.Millisecond
+			c.Realtime.PongTimeout = 2 * time.Second
 		}))
 		dialRaw(t, b.addr) // never reads or answers
 		silent := <-b.conns
@@ -418,8 +420,8 @@ func TestSilentPeerIsDroppedWhileParked(t *testing.T) {
 			}
 		}()
 		ended(t, b, silent)
-		// The answering peer outlives several pong timeouts.
-		time.Sleep(1200 * time.Millisecond)
+		// The answering peer outlives two more pong timeouts.
+		time.Sleep(4 * time.Second)
 		require.Equal(t, 1, b.srv.Sockets.Live())
 		select {
 		case <-aliveConn.Done():
