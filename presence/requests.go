@@ -272,7 +272,8 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 	}
 	switch op {
 	case subSet:
-		c.sendSubjects(lu.lookup(change.All), env.ID, false)
+		// The set is now ids (distinct, in the order asked).
+		c.sendSubjects(lu.lookup(ids), env.ID, false)
 	case subAdd:
 		c.sendSubjects(lu.lookup(ids), env.ID, false)
 	}

@@ -27,7 +27,6 @@ func (e *limitError) Error() string { return e.msg }
 
 // subChange is the effect of one subscription command.
 type subChange struct {
-	All     []string // the user's subscriptions afterwards
 	Added   []string
 	Removed []string
 	// Sessions is how many sessions the user had when the change was
@@ -53,8 +52,12 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 	}
 	argv := make([]any, 0, 4+len(ids)+len(full))
 	argv = append(argv, op.String(), sid, s.cfg.MaxSubscriptions, len(ids))
-	argv = append(argv, anys(ids)...)
-	argv = append(argv, anys(full)...)
+	for _, id := range ids {
+		argv = append(argv, id)
+	}
+	for _, id := range full {
+		argv = append(argv, id)
+	}
 	res, err := s.batch.runScript(ctx, subsScript, []string{uk.subs, uk.sessions}, argv)
 	if err != nil {
 		return subChange{}, fmt.Errorf("presence: change subscriptions: %w", err)
@@ -97,8 +100,8 @@ func parseSubs(res []any, cfg config.Presence) (subChange, error) {
 		return subChange{}, &limitError{msg: fmt.Sprintf("at most %d subscriptions per user (this would make %d)", cfg.MaxSubscriptions, toInt(res[1]))}
 	case len(res) == 2 && res[0] == "full":
 		return subChange{}, &limitError{msg: fmt.Sprintf("at most %d followers per user", cfg.MaxFollowers), users: toStrings(res[1])}
-	case len(res) == 5 && res[0] == "ok":
-		return subChange{All: toStrings(res[1]), Added: toStrings(res[2]), Removed: toStrings(res[3]), Sessions: int(toInt(res[4]))}, nil
+	case len(res) == 4 && res[0] == "ok":
+		return subChange{Added: toStrings(res[1]), Removed: toStrings(res[2]), Sessions: int(toInt(res[3]))}, nil
 	}
 	return subChange{}, fmt.Errorf("presence: change subscriptions: unexpected reply %v", res)
 }
@@ -142,12 +145,4 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 		}
 	}
 	return full, nil
-}
-
-func anys(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }
