@@ -50,7 +50,10 @@ type knownHeader struct {
 }
 
 // verifyHS256 checks token on the HS256 path; handled is false when the
-// token is not for it and the library must judge it.
+// token is not for it and the library must judge it. Its errors wrap the
+// library's (jwt.ErrTokenMalformed, jwt.ErrTokenExpired, ...), found in the
+// order the library finds them, so callers that explain a refusal (the
+// token check command) read them alike.
 func (v *Verifier) verifyHS256(token string) (claims *Claims, handled bool, err error) {
 	if len(v.secret) == 0 {
 		return nil, false, nil
@@ -70,58 +73,84 @@ func (v *Verifier) verifyHS256(token string) (claims *Claims, handled bool, err 
 	if v.headerAlg(token[:dot1]) != "HS256" {
 		return nil, false, nil
 	}
+	payload, err := base64.RawURLEncoding.DecodeString(token[dot1+1 : dot2])
+	if err != nil {
+		return nil, true, fmt.Errorf("%w: claims: %w", jwt.ErrTokenMalformed, err)
+	}
+	var w hsClaims
+	if err := json.Unmarshal(payload, &w); err != nil {
+		return nil, true, fmt.Errorf("%w: claims: %w", jwt.ErrTokenMalformed, err)
+	}
+	c := &Claims{Rooms: w.Rooms}
+	c.Issuer, c.Subject, c.Audience, c.ID = w.Issuer, w.Subject, w.Audience, w.ID
+	var notNumber []string
+	for _, t := range []struct {
+		name string
+		raw  json.RawMessage
+		to   **jwt.NumericDate
+	}{{"exp", w.Exp, &c.ExpiresAt}, {"nbf", w.Nbf, &c.NotBefore}, {"iat", w.Iat, &c.IssuedAt}} {
+		d, number, err := numericDate(t.raw)
+		if err != nil {
+			return nil, true, fmt.Errorf("%w: %s: %w", jwt.ErrTokenMalformed, t.name, err)
+		}
+		*t.to = d
+		if !number {
+			notNumber = append(notNumber, t.name)
+		}
+	}
 	sig, err := base64.RawURLEncoding.DecodeString(token[dot2+1:])
 	if err != nil {
-		return nil, true, fmt.Errorf("signature: %w", err)
+		return nil, true, fmt.Errorf("%w: signature: %w", jwt.ErrTokenMalformed, err)
 	}
 	mac := hmac.New(sha256.New, v.secret)
 	mac.Write([]byte(token[:dot2]))
 	if !hmac.Equal(sig, mac.Sum(nil)) {
-		return nil, true, errors.New("signature is invalid")
+		return nil, true, fmt.Errorf("%w: %w", jwt.ErrTokenSignatureInvalid, jwt.ErrSignatureInvalid)
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(token[dot1+1 : dot2])
-	if err != nil {
-		return nil, true, fmt.Errorf("claims: %w", err)
-	}
-	var w hsClaims
-	if err := json.Unmarshal(payload, &w); err != nil {
-		return nil, true, fmt.Errorf("claims: %w", err)
-	}
-	c := &Claims{Rooms: w.Rooms}
-	c.Issuer, c.Subject, c.Audience, c.ID = w.Issuer, w.Subject, w.Audience, w.ID
-	if c.ExpiresAt, err = numericDate("exp", w.Exp); err != nil {
+	if err := v.validClaims(c, time.Now()); err != nil {
 		return nil, true, err
 	}
-	if c.NotBefore, err = numericDate("nbf", w.Nbf); err != nil {
-		return nil, true, err
-	}
-	if c.IssuedAt, err = numericDate("iat", w.Iat); err != nil {
-		return nil, true, err
-	}
-	if err := v.validTimes(c, time.Now()); err != nil {
-		return nil, true, err
-	}
-	if v.issuer != "" && c.Issuer != v.issuer {
-		return nil, true, errors.New("issuer is not the one expected")
-	}
-	if v.audience != "" && !slices.Contains(c.Audience, v.audience) {
-		return nil, true, errors.New("audience is not the one expected")
+	if len(notNumber) > 0 {
+		// After the checks, as numericTimes runs after the library's.
+		return nil, true, fmt.Errorf("%s must be a number", notNumber[0])
 	}
 	return c, true, nil
 }
 
-// validTimes applies exp (required) and nbf at now, with the leeway.
-func (v *Verifier) validTimes(c *Claims, now time.Time) error {
-	if c.ExpiresAt == nil {
-		return errors.New("exp is required")
-	}
-	if !now.Before(c.ExpiresAt.Add(leeway)) {
-		return errors.New("token is expired")
+// validClaims applies exp (required) and nbf at now with the leeway, and
+// the issuer and audience when configured; like the library it reports
+// every failure, joined.
+func (v *Verifier) validClaims(c *Claims, now time.Time) error {
+	var errs []error
+	switch {
+	case c.ExpiresAt == nil:
+		errs = append(errs, fmt.Errorf("%w: exp claim is required", jwt.ErrTokenRequiredClaimMissing))
+	case !now.Before(c.ExpiresAt.Add(leeway)):
+		errs = append(errs, jwt.ErrTokenExpired)
 	}
 	if c.NotBefore != nil && now.Before(c.NotBefore.Add(-leeway)) {
-		return errors.New("token is not valid yet")
+		errs = append(errs, jwt.ErrTokenNotValidYet)
 	}
-	return nil
+	if v.audience != "" {
+		switch {
+		case len(c.Audience) == 0 || len(c.Audience) == 1 && c.Audience[0] == "":
+			errs = append(errs, fmt.Errorf("%w: aud claim is required", jwt.ErrTokenRequiredClaimMissing))
+		case !slices.Contains(c.Audience, v.audience):
+			errs = append(errs, jwt.ErrTokenInvalidAudience)
+		}
+	}
+	if v.issuer != "" {
+		switch {
+		case c.Issuer == "":
+			errs = append(errs, fmt.Errorf("%w: iss claim is required", jwt.ErrTokenRequiredClaimMissing))
+		case c.Issuer != v.issuer:
+			errs = append(errs, jwt.ErrTokenInvalidIssuer)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", jwt.ErrTokenInvalidClaims, errors.Join(errs...))
 }
 
 // headerAlg returns the alg of a header segment ("" if it has none or does
@@ -150,20 +179,33 @@ func (v *Verifier) headerAlg(seg string) string {
 // make the verifier hold them.
 const maxKnownHeader = 512
 
-// numericDate reads a time claim: absent or null is none; anything but a
-// JSON number is refused. Seconds with a fraction are cut to whole
-// seconds, as the library does.
-func numericDate(name string, raw json.RawMessage) (*jwt.NumericDate, error) {
+// numericDate reads a time claim as the library does (absent or null is
+// none; a string holding a number counts) and tells whether it was a JSON
+// number, which RFC 7519 requires. Seconds with a fraction are cut to
+// whole seconds, as the library does.
+func numericDate(raw json.RawMessage) (d *jwt.NumericDate, number bool, err error) {
 	if len(raw) == 0 {
-		return nil, nil
+		return nil, true, nil
 	}
-	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
-		return nil, fmt.Errorf("%s must be a number", name)
+	text := string(raw)
+	switch {
+	case text == "null":
+		return nil, false, nil
+	case raw[0] == '"':
+		var n json.Number
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return nil, false, err
+		}
+		text = n.String()
+	case raw[0] != '-' && (raw[0] < '0' || raw[0] > '9'):
+		return nil, false, errors.New("not a number")
+	default:
+		number = true
 	}
-	f, err := strconv.ParseFloat(string(raw), 64)
+	f, err := strconv.ParseFloat(text, 64)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, false, err
 	}
 	whole, frac := math.Modf(f)
-	return jwt.NewNumericDate(time.Unix(int64(whole), int64(frac*1e9))), nil
+	return jwt.NewNumericDate(time.Unix(int64(whole), int64(frac*1e9))), number, nil
 }

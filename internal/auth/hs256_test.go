@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -15,7 +16,9 @@ import (
 )
 
 // The HS256 path answers as the JWT library does, token by token: the same
-// tokens accepted with the same claims, the same refused. The tokens vary
+// tokens accepted with the same claims, the same refused for the same
+// reasons (the library's error kinds, which the token check command
+// explains). The tokens vary
 // every claim the checks read, the header, the signature and the encoding.
 func TestHS256PathAnswersAsTheLibrary(t *testing.T) {
 	t.Parallel()
@@ -24,7 +27,7 @@ func TestHS256PathAnswersAsTheLibrary(t *testing.T) {
 	pick := func(vs ...any) any { return vs[rng.IntN(len(vs))] }
 	times := []any{nil, now.Add(time.Hour).Unix(), now.Add(-time.Hour).Unix(), now.Add(-10 * time.Second).Unix(),
 		now.Add(20 * time.Second).Unix(), now.Add(time.Minute).Unix(), float64(now.Add(time.Hour).Unix()) + 0.75,
-		fmt.Sprint(now.Add(time.Hour).Unix()), "soon", true, -1}
+		fmt.Sprint(now.Add(time.Hour).Unix()), fmt.Sprint(now.Add(-time.Hour).Unix()), "soon", true, -1, []int{1}}
 	cases := []struct {
 		name string
 		cfg  config.Auth
@@ -79,6 +82,12 @@ func TestHS256PathAnswersAsTheLibrary(t *testing.T) {
 			}
 			lib, libErr := v.verifyLibrary(signed)
 			require.Equal(t, libErr == nil, fastErr == nil, "%s #%d %v: library %v, HS256 path %v", tc.name, i, claims, libErr, fastErr)
+			for _, kind := range []error{jwt.ErrTokenMalformed, jwt.ErrTokenSignatureInvalid, jwt.ErrTokenUnverifiable,
+				jwt.ErrTokenInvalidClaims, jwt.ErrTokenRequiredClaimMissing, jwt.ErrTokenExpired, jwt.ErrTokenNotValidYet,
+				jwt.ErrTokenInvalidIssuer, jwt.ErrTokenInvalidAudience} {
+				require.Equal(t, errors.Is(libErr, kind), errors.Is(fastErr, kind),
+					"%s #%d %v: %v: library %v, HS256 path %v", tc.name, i, claims, kind, libErr, fastErr)
+			}
 			if libErr == nil {
 				seen["accepted"]++
 				require.Equal(t, lib, fast, "%s #%d", tc.name, i)
@@ -87,7 +96,7 @@ func TestHS256PathAnswersAsTheLibrary(t *testing.T) {
 			}
 		}
 	}
-	require.Greater(t, seen["accepted"], 50, "%v", seen)
+	require.Greater(t, seen["accepted"], 25, "%v", seen)
 	require.Greater(t, seen["refused"], 1000, "%v", seen)
 	require.Greater(t, seen["library"], 100, "%v", seen)
 }
