@@ -249,8 +249,11 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 		c.failed(err, env.ID)
 		return
 	}
-	if len(change.Added) > 0 || len(change.Removed) > 0 {
+	if (len(change.Added) > 0 || len(change.Removed) > 0) && change.Sessions > 1 {
 		// The user's connections on other gateways reread the committed set.
+		// With this session the only one (the usual connect), there are
+		// none: a session opening after the change reads the set as it
+		// opens, and the publish, with every gateway's read of it, is saved.
 		if err := g.mod.sendControl(ctx, controlMsg{T: "subs", U: c.user, From: g.mod.id}); err != nil {
 			g.mod.log.Warn("presence: announce subscription change", "err", err)
 		}
@@ -269,7 +272,8 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 	}
 	switch op {
 	case subSet:
-		c.sendSubjects(lu.lookup(change.All), env.ID, false)
+		// The set is now ids (distinct, in the order asked).
+		c.sendSubjects(lu.lookup(ids), env.ID, false)
 	case subAdd:
 		c.sendSubjects(lu.lookup(ids), env.ID, false)
 	}

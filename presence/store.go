@@ -46,7 +46,7 @@ var (
 // subscriptions and the lifecycle indexes.
 type stateStore struct {
 	rdb    redis.UniversalClient
-	steps  *stepBatcher
+	batch  *batcher
 	keys   keys
 	cfg    config.Presence
 	pubCmd string
@@ -58,7 +58,7 @@ type stateStore struct {
 // newStateStore publishes changes from its scripts with pubCmd, the hub's
 // (hub.PublishCommand).
 func newStateStore(rdb redis.UniversalClient, k keys, cfg config.Presence, pubCmd string) *stateStore {
-	return &stateStore{rdb: rdb, steps: &stepBatcher{rdb: rdb}, keys: k, cfg: cfg, pubCmd: pubCmd}
+	return &stateStore{rdb: rdb, batch: &batcher{rdb: rdb}, keys: k, cfg: cfg, pubCmd: pubCmd}
 }
 
 // stepResult is what one session step did to the user's status.
@@ -91,7 +91,7 @@ func (s *stateStore) step(ctx context.Context, user, op, sid string, args ...any
 		s.cfg.IdleThreshold.Milliseconds(), s.cfg.LastActiveGranularity.Milliseconds(),
 		s.cfg.OfflineRetention.Milliseconds(), s.cfg.MaxSessionsPerUser)
 	argv = append(argv, args...)
-	res, err := s.steps.run(ctx, []string{uk.status, uk.sessions, uk.notify, uk.subs}, argv)
+	res, err := s.batch.runScript(ctx, sessionScript, []string{uk.status, uk.sessions, uk.notify, uk.subs}, argv)
 	if err != nil {
 		return stepResult{}, fmt.Errorf("presence: session %s: %w", op, err)
 	}
@@ -188,19 +188,19 @@ func (s *stateStore) ping(ctx context.Context, sid, user string, closed bool) er
 		ttl, kind = s.cfg.Grace, "c"
 	}
 	mem := member(sid, user)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAdd(ctx, &redis.XAddArgs{
+	err := s.batch.pipeline(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
+		cmds := []redis.Cmder{p.XAdd(ctx, &redis.XAddArgs{
 			Stream: sk.pings, MaxLen: s.cfg.PingsMaxLen, Approx: true,
 			Values: []any{"m", mem, "t", ttl.Milliseconds(), "k", kind},
-		})
+		})}
 		if s.gateway != "" {
 			if closed {
-				p.SRem(ctx, sk.gateway(s.gateway), mem)
+				cmds = append(cmds, p.SRem(ctx, sk.gateway(s.gateway), mem))
 			} else {
-				p.SAdd(ctx, sk.gateway(s.gateway), mem)
+				cmds = append(cmds, p.SAdd(ctx, sk.gateway(s.gateway), mem))
 			}
 		}
-		return nil
+		return cmds
 	})
 	if err != nil {
 		return fmt.Errorf("presence: ping: %w", err)
@@ -287,11 +287,15 @@ func (s *stateStore) sharesRoom(ctx context.Context, rooms []string, subjects []
 
 // subscriptions returns the users user follows.
 func (s *stateStore) subscriptions(ctx context.Context, user string) ([]string, error) {
-	ids, err := s.rdb.SMembers(ctx, s.keys.user(user).subs).Result()
+	var cmd *redis.StringSliceCmd
+	err := s.batch.pipeline(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
+		cmd = p.SMembers(ctx, s.keys.user(user).subs)
+		return []redis.Cmder{cmd}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("presence: read subscriptions: %w", err)
 	}
-	return ids, nil
+	return cmd.Val(), nil
 }
 
 // subscribeOnce asks for a one-time notification when subject next comes

@@ -27,9 +27,11 @@ func (e *limitError) Error() string { return e.msg }
 
 // subChange is the effect of one subscription command.
 type subChange struct {
-	All     []string // the user's subscriptions afterwards
 	Added   []string
 	Removed []string
+	// Sessions is how many sessions the user had when the change was
+	// written, this one included.
+	Sessions int
 }
 
 // changeSubscriptions applies a subscription command to the forward set of
@@ -50,9 +52,13 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 	}
 	argv := make([]any, 0, 4+len(ids)+len(full))
 	argv = append(argv, op.String(), sid, s.cfg.MaxSubscriptions, len(ids))
-	argv = append(argv, anys(ids)...)
-	argv = append(argv, anys(full)...)
-	res, err := subsScript.Run(ctx, s.rdb, []string{uk.subs, uk.sessions}, argv...).Slice()
+	for _, id := range ids {
+		argv = append(argv, id)
+	}
+	for _, id := range full {
+		argv = append(argv, id)
+	}
+	res, err := s.batch.runScript(ctx, subsScript, []string{uk.subs, uk.sessions}, argv)
 	if err != nil {
 		return subChange{}, fmt.Errorf("presence: change subscriptions: %w", err)
 	}
@@ -63,9 +69,8 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 	if len(change.Added) > 0 || len(change.Removed) > 0 {
 		// Each follower-set change is one command on its own key, so a
 		// plain pipeline (one round trip per node) keeps each atomic.
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			s.writeReverse(ctx, p, user, change)
-			return nil
+		err := s.batch.pipeline(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
+			return s.writeReverse(ctx, p, user, change)
 		})
 		if err != nil {
 			return subChange{}, fmt.Errorf("presence: change followers: %w", err)
@@ -96,18 +101,20 @@ func parseSubs(res []any, cfg config.Presence) (subChange, error) {
 	case len(res) == 2 && res[0] == "full":
 		return subChange{}, &limitError{msg: fmt.Sprintf("at most %d followers per user", cfg.MaxFollowers), users: toStrings(res[1])}
 	case len(res) == 4 && res[0] == "ok":
-		return subChange{All: toStrings(res[1]), Added: toStrings(res[2]), Removed: toStrings(res[3])}, nil
+		return subChange{Added: toStrings(res[1]), Removed: toStrings(res[2]), Sessions: int(toInt(res[3]))}, nil
 	}
 	return subChange{}, fmt.Errorf("presence: change subscriptions: unexpected reply %v", res)
 }
 
-func (s *stateStore) writeReverse(ctx context.Context, p redis.Pipeliner, user string, c subChange) {
+func (s *stateStore) writeReverse(ctx context.Context, p redis.Pipeliner, user string, c subChange) []redis.Cmder {
+	cmds := make([]redis.Cmder, 0, len(c.Added)+len(c.Removed))
 	for _, subj := range c.Added {
-		p.SAdd(ctx, s.keys.userKey(subj, partFollowers), user)
+		cmds = append(cmds, p.SAdd(ctx, s.keys.userKey(subj, partFollowers), user))
 	}
 	for _, subj := range c.Removed {
-		p.SRem(ctx, s.keys.userKey(subj, partFollowers), user)
+		cmds = append(cmds, p.SRem(ctx, s.keys.userKey(subj, partFollowers), user))
 	}
+	return cmds
 }
 
 // fullSubjects lists the subjects that already have the most followers
@@ -120,11 +127,13 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 		return nil, nil
 	}
 	cmds := make([]*redis.IntCmd, len(added))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	err := s.batch.pipeline(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
+		out := make([]redis.Cmder, len(added))
 		for i, subj := range added {
 			cmds[i] = p.SCard(ctx, s.keys.userKey(subj, partFollowers))
+			out[i] = cmds[i]
 		}
-		return nil
+		return out
 	})
 	if err != nil {
 		return nil, err
@@ -136,12 +145,4 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 		}
 	}
 	return full, nil
-}
-
-func anys(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }

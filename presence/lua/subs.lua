@@ -9,7 +9,10 @@
 --       4 n, 5..4+n the users of the command (distinct),
 --       5+n.. subjects that already have the most followers allowed
 -- Returns {'no_session'}, {'too_many', count}, {'full', {users}} or
---         {'ok', all, added, removed}.
+--         {'ok', added, removed, sessions} (sessions: how many the user has
+--         now; with one, no other connection needs telling). The set as it
+--         is now is not returned: the caller of a set knows it, and the
+--         other commands do not need it.
 local subs, sessions = KEYS[1], KEYS[2]
 local op, sid, maxSubs, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
@@ -94,4 +97,4 @@ local function apply(cmd, members)
 end
 apply('SREM', removed)
 apply('SADD', added)
-return {'ok', all, added, removed}
+return {'ok', added, removed, redis.call('HLEN', sessions)}

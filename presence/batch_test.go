@@ -50,7 +50,7 @@ func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-func (b *stepBatcher) queued() int {
+func (b *batcher) queued() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.queue)
@@ -76,7 +76,7 @@ func burst(t *testing.T, m *Module, h *holdFirst, users int) []stepResult {
 	for i := 1; i < users; i++ {
 		start(i)
 	}
-	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.steps.queued() == users-1 }, "the other steps queued")
+	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.queued() == users-1 }, "the other steps queued")
 	close(h.release)
 	wg.Wait()
 	for i, err := range errs {
@@ -148,11 +148,80 @@ func TestQueuedStepGivesUpWithItsContext(t *testing.T) {
 		_, err := m.st.step(ctx, "quitter", "open", store.NewToken()[:16])
 		gaveUp <- err
 	}()
-	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.steps.queued() == 1 }, "the step queued")
+	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.queued() == 1 }, "the step queued")
 	cancel()
 	require.ErrorIs(t, <-gaveUp, context.Canceled)
-	require.Zero(t, m.st.steps.queued())
+	require.Zero(t, m.st.batch.queued())
 	close(h.release)
 	require.NoError(t, <-done)
 	require.Equal(t, StatusOffline, statusOf(t, m, "quitter").Status, "the abandoned step never ran")
+}
+
+// Subscription changes of connections opening together share round trips:
+// the follower counts, the scripts and the follower writes of the changes
+// queued behind one call in flight leave in a few pipelines, not three
+// round trips each.
+func TestSubscriptionChangesInFlightShareRoundTrips(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
+	ctx := context.Background()
+	const users = 30
+	sids := make([]string, users)
+	for i := range users {
+		sids[i] = store.NewToken()[:16]
+		_, err := m.st.step(ctx, fmt.Sprintf("u%d", i), "open", sids[i])
+		require.NoError(t, err)
+	}
+	follow := func(i int) []string {
+		var ids []string
+		for j := range 20 {
+			ids = append(ids, fmt.Sprintf("s%d", (i+j)%50))
+		}
+		return ids
+	}
+	h := newHoldFirst()
+	rdb.AddHook(h)
+	h.start()
+	held := make(chan error, 1)
+	go func() {
+		_, err := m.st.step(ctx, "holder", "open", store.NewToken()[:16])
+		held <- err
+	}()
+	<-h.entered
+	var wg sync.WaitGroup
+	errs := make([]error, users)
+	for i := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = m.st.changeSubscriptions(ctx, fmt.Sprintf("u%d", i), sids[i], subSet, follow(i))
+		}()
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.queued() == users }, "the changes queued")
+	close(h.release)
+	wg.Wait()
+	require.NoError(t, <-held)
+	for i, err := range errs {
+		require.NoError(t, err, "user %d", i)
+	}
+	// One at a time this is 1 + 3 × 30 = 91; batched, each of the three
+	// parts leaves in a couple of pipelines whatever the number of users.
+	require.Less(t, h.trips, users, "round trips: %d", h.trips)
+	for i := range users {
+		subs, err := rdb.SMembers(ctx, m.keys.user(fmt.Sprintf("u%d", i)).subs).Result()
+		require.NoError(t, err)
+		require.ElementsMatch(t, follow(i), subs)
+	}
+	want := map[string][]string{}
+	for i := range users {
+		for _, s := range follow(i) {
+			want[s] = append(want[s], fmt.Sprintf("u%d", i))
+		}
+	}
+	for s, followers := range want {
+		got, err := rdb.SMembers(ctx, m.keys.user(s).followers).Result()
+		require.NoError(t, err)
+		require.ElementsMatch(t, followers, got, "followers of %s", s)
+	}
 }

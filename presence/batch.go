@@ -1,0 +1,183 @@
+package presence
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxBatch caps the calls sent in one pipeline.
+const maxBatch = 128
+
+// batcher sends presence's Redis calls one pipeline at a time: a call
+// arriving while another is in flight waits for it and leaves with every
+// call queued meanwhile, in one round trip. An idle process sends each call
+// at once, as before; a busy one (a connect burst: session open, ping,
+// follower counts, the subscription script and the follower writes of
+// hundreds of connections; a fan-out run sharing a core with Redis) pays
+// one read, one write and one wake-up on each side per batch instead of
+// per call. The calls of one batch are independent: each keeps its own
+// hash tag, and a pipeline runs per node in a Cluster.
+type batcher struct {
+	rdb redis.UniversalClient
+
+	mu    sync.Mutex
+	busy  bool // a batch is in flight
+	queue []*batchCall
+}
+
+// batchCall is one call waiting for its batch.
+type batchCall struct {
+	// alone sends the call by itself (nil: a pipeline of one); queue adds
+	// its commands to a batch's pipeline and read takes their results once
+	// it ran (retrying what Redis refused with NOSCRIPT, which did not run).
+	alone func(ctx context.Context, rdb redis.UniversalClient)
+	queue func(ctx context.Context, p redis.Pipeliner)
+	read  func(ctx context.Context, rdb redis.UniversalClient)
+	// err is set when the call gave up before it was sent.
+	err error
+	// wake closes when the call ran, or when it is to send the batch it
+	// heads (lead).
+	wake  chan struct{}
+	lead  bool
+	batch []*batchCall
+}
+
+// do runs c, batched with the calls in flight; an error means c was not
+// sent (its context ended while it was queued).
+func (b *batcher) do(ctx context.Context, c *batchCall) error {
+	c.wake = make(chan struct{})
+	b.mu.Lock()
+	if b.busy {
+		b.queue = append(b.queue, c)
+		b.mu.Unlock()
+		b.wait(ctx, c)
+		if c.err != nil {
+			return c.err
+		}
+		if c.lead {
+			// Handed the next batch: send it (this call first).
+			b.send(ctx, c.batch)
+		}
+		return nil
+	}
+	b.busy = true
+	b.mu.Unlock()
+	b.send(ctx, []*batchCall{c})
+	return nil
+}
+
+// wait waits for c's turn. A caller that gives up while still queued
+// leaves the queue; once taken into a batch it waits for the batch, as it
+// may have to send it.
+func (b *batcher) wait(ctx context.Context, c *batchCall) {
+	select {
+	case <-c.wake:
+		return
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	if i := slices.Index(b.queue, c); i >= 0 {
+		b.queue = slices.Delete(b.queue, i, i+1)
+		b.mu.Unlock()
+		c.err = fmt.Errorf("presence: queued for redis: %w", ctx.Err())
+		return
+	}
+	b.mu.Unlock()
+	<-c.wake
+}
+
+// send runs batch, wakes its other calls and hands the calls queued
+// meanwhile to the first of them, which sends them. The batch does not
+// end with the sender's context: it carries other connections' calls.
+func (b *batcher) send(ctx context.Context, batch []*batchCall) {
+	ctx = context.WithoutCancel(ctx)
+	if len(batch) == 1 && batch[0].alone != nil {
+		batch[0].alone(ctx, b.rdb)
+	} else {
+		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range batch {
+				c.queue(ctx, p)
+			}
+			return nil
+		})
+		for _, c := range batch {
+			c.read(ctx, b.rdb)
+		}
+	}
+	for _, c := range batch[1:] {
+		close(c.wake)
+	}
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.busy = false
+		b.mu.Unlock()
+		return
+	}
+	n := min(len(b.queue), maxBatch)
+	next := make([]*batchCall, n)
+	copy(next, b.queue)
+	b.queue = append(b.queue[:0], b.queue[n:]...)
+	b.mu.Unlock()
+	next[0].lead, next[0].batch = true, next
+	close(next[0].wake)
+}
+
+// noScript reports an error of a script call Redis did not run because it
+// did not know the script (a restart or SCRIPT FLUSH): the call may be sent
+// again, through Run, which loads it.
+func noScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// runScript runs one script call through the batcher and returns its reply.
+func (b *batcher) runScript(ctx context.Context, s scriptRunner, keys []string, argv []any) ([]any, error) {
+	var res []any
+	var err error
+	var cmd *redis.Cmd
+	c := &batchCall{
+		alone: func(ctx context.Context, rdb redis.UniversalClient) {
+			res, err = s.Run(ctx, rdb, keys, argv...).Slice()
+		},
+		queue: func(ctx context.Context, p redis.Pipeliner) { cmd = s.Queue(ctx, p, keys, argv...) },
+		read: func(ctx context.Context, rdb redis.UniversalClient) {
+			res, err = cmd.Slice()
+			if noScript(err) {
+				res, err = s.Run(ctx, rdb, keys, argv...).Slice()
+			}
+		},
+	}
+	if qerr := b.do(ctx, c); qerr != nil {
+		return nil, qerr
+	}
+	return res, err
+}
+
+// scriptRunner is a store.Script.
+type scriptRunner interface {
+	Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd
+	Queue(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd
+}
+
+// pipeline runs the commands fill queues as one call of the batcher (a
+// plain pipeline's commands, each atomic on its own key) and returns the
+// first command error.
+func (b *batcher) pipeline(ctx context.Context, fill func(ctx context.Context, p redis.Pipeliner) []redis.Cmder) error {
+	var cmds []redis.Cmder
+	c := &batchCall{
+		queue: func(ctx context.Context, p redis.Pipeliner) { cmds = fill(ctx, p) },
+		read:  func(context.Context, redis.UniversalClient) {},
+	}
+	if err := b.do(ctx, c); err != nil {
+		return err
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && err != redis.Nil {
+			return err
+		}
+	}
+	return nil
+}
