@@ -144,13 +144,11 @@ func (g *gateway) revalidateLocked(ctx context.Context, lu *localUser, rooms []s
 	if _, err := g.mod.st.changeSubscriptions(ctx, lu.id, c.sid, subRemove, forbidden); err != nil {
 		g.mod.log.Warn("presence: revalidate subscriptions", "err", err)
 	}
-	dropped := lu.lookup(forbidden)
 	g.f.unfollow(lu, forbidden)
 	frame := web.EventFrame(EventError, ErrorPayload{
 		Code: web.CodeForbidden, Message: "no longer visible: removed from your subscriptions", Users: forbidden,
 	}, "")
 	for _, c := range clients {
-		c.forget(dropped)
 		c.conn.Send(frame)
 	}
 }

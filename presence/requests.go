@@ -258,11 +258,8 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 			g.mod.log.Warn("presence: announce subscription change", "err", err)
 		}
 	}
-	dropped := lu.lookup(change.Removed)
+	// Unfollowing also clears what the user's connections were sent of them.
 	g.f.unfollow(lu, change.Removed)
-	for _, other := range lu.clientList() {
-		other.forget(dropped)
-	}
 	if _, err := g.f.follow(ctx, lu, change.Added); err != nil {
 		// Committed but not followed here yet: the next connection of the
 		// user rereads the set.
