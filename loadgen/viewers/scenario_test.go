@@ -46,6 +46,9 @@ func TestLoadScenarioReportsServerCPU(t *testing.T) {
 	require.Regexp(t, `CPU in the load window\s+server \d+\.\d %, this loadgen \d+\.\d % of one core over \d`, text)
 	require.Regexp(t, `heartbeats per server core-second\s+\d+ over the load window`, text)
 	require.Regexp(t, `in steady state\s+\d+ over the last \d+\.\d s, after every viewer's first heartbeat`, text)
+	// Each viewer kept the one session it was given: its cookie went back
+	// on every later heartbeat and was accepted.
+	require.Regexp(t, `session cookies set\s+200 for 200 viewers`, text)
 }
 
 // The figure divides the heartbeats accepted between two marks by the
