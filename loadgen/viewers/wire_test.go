@@ -1,9 +1,11 @@
 package viewers
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,4 +91,44 @@ func TestWireOnlyForPlainHTTP(t *testing.T) {
 	wi := newWire("http://localhost", 2)
 	require.Equal(t, "localhost:80", wi.addr)
 	require.Equal(t, "localhost", wi.host)
+}
+
+// Each framing HTTP/1.1 allows ends where the next response begins, and
+// the connection is kept only when the server keeps it.
+func TestReadResponseFraming(t *testing.T) {
+	t.Parallel()
+	const next = "HTTP/1.1 204 No Content\r\n\r\n"
+	cases := []struct {
+		name, raw string
+		status    int
+		cookies   []string
+		keep      bool
+	}{
+		{"no content", "HTTP/1.1 204 No Content\r\nX-Request-Id: a\r\nSet-Cookie: pd_vs=x; Path=/\r\nset-cookie: other=y\r\n\r\n", 204, []string{"pd_vs=x; Path=/", "other=y"}, true},
+		{"length", "HTTP/1.1 429 Too Many Requests\r\nContent-Length: 12\r\nRetry-After: 1\r\n\r\n{\"error\":{}}", 429, nil, true},
+		{"chunked", "HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n", 503, nil, true},
+		{"close", "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}", 400, nil, false},
+		{"HTTP/1.0", "HTTP/1.0 204 No Content\r\n\r\n", 204, nil, false},
+	}
+	for _, c := range cases {
+		br := bufio.NewReader(strings.NewReader(c.raw + next))
+		status, cookies, keep, err := readResponse(br)
+		require.NoError(t, err, c.name)
+		require.Equal(t, c.status, status, c.name)
+		require.Equal(t, c.cookies, cookies, c.name)
+		require.Equal(t, c.keep, keep, c.name)
+		status, _, _, err = readResponse(br)
+		require.NoError(t, err, c.name)
+		require.Equal(t, 204, status, "%s: the next response starts where this one ended", c.name)
+	}
+	// A body that runs to the close.
+	status, _, keep, err := readResponse(bufio.NewReader(strings.NewReader("HTTP/1.1 200 OK\r\n\r\nall of it")))
+	require.NoError(t, err)
+	require.Equal(t, 200, status)
+	require.False(t, keep)
+	for _, bad := range []string{"", "HTTP/1.1 20", "SPDY/3 204 x\r\n\r\n", "HTTP/1.1 2x4 x\r\n\r\n", "HTTP/1.1 204 x\r\nno colon\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "HTTP/1.1 100 Continue\r\n\r\n"} {
+		_, _, _, err := readResponse(bufio.NewReader(strings.NewReader(bad)))
+		require.Error(t, err, "%q", bad)
+	}
 }
