@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -25,9 +26,12 @@ import (
 // an unsaturated server is charged for its idle wake-ups. The server reads
 // the same request line and headers net/http's client sends.
 type wire struct {
-	addr  string // host:port to dial
-	host  string // the Host header
-	conns []wireConn
+	addr string // host:port to dial
+	host string // the Host header
+	// prefix is the target's own path ("/presenced" behind a proxy that
+	// routes by path), put before every request's path.
+	prefix string
+	conns  []wireConn
 }
 
 // wireConn is one worker's connection; only that worker touches it.
@@ -48,7 +52,7 @@ func newWire(target string, workers int) *wire {
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
-	return &wire{addr: addr, host: u.Host, conns: make([]wireConn, workers)}
+	return &wire{addr: addr, host: u.Host, prefix: strings.TrimRight(u.EscapedPath(), "/"), conns: make([]wireConn, workers)}
 }
 
 // post sends one heartbeat on worker w's connection, the cookie and the
@@ -94,7 +98,7 @@ func (wi *wire) try(ctx context.Context, wc *wireConn, path, cookie, forwarded s
 	if hasDeadline {
 		_ = wc.c.SetDeadline(dl)
 	}
-	status, cookies, err := wc.roundTrip(wi.host, path, cookie, forwarded)
+	status, cookies, err := wc.roundTrip(wi.host, wi.prefix, path, cookie, forwarded)
 	if err != nil {
 		// Its stream is out of step: the connection is spent.
 		wc.close()
@@ -108,10 +112,11 @@ func (wi *wire) try(ctx context.Context, wc *wireConn, path, cookie, forwarded s
 	return status, cookies, err
 }
 
-func (wc *wireConn) roundTrip(host, path, cookie, forwarded string) (int, []string, error) {
+func (wc *wireConn) roundTrip(host, prefix, path, cookie, forwarded string) (int, []string, error) {
 	// The headers net/http's client sends for a POST without a body, in
 	// its order.
 	b := append(wc.buf[:0], "POST "...)
+	b = append(b, prefix...)
 	b = append(b, path...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, host...)

@@ -32,12 +32,13 @@ func TestWireSendsWhatNetHTTPSends(t *testing.T) {
 
 	var viaHTTP *http.Request
 	l := &Scenario{}
-	status, cookies, err := l.postHTTP(context.Background(), srv.Client(), srv.URL+"/v1/viewers/h1/heartbeat", "", "100.64.0.1")
+	// The target's own path (a proxy that routes by path) comes first.
+	status, cookies, err := l.postHTTP(context.Background(), srv.Client(), srv.URL+"/p/v1/viewers/h1/heartbeat", "", "100.64.0.1")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNoContent, status)
 	viaHTTP = <-seen
 
-	wi := newWire(srv.URL, 1)
+	wi := newWire(srv.URL+"/p", 1)
 	require.NotNil(t, wi)
 	t.Cleanup(wi.closeAll)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -91,6 +92,8 @@ func TestWireOnlyForPlainHTTP(t *testing.T) {
 	wi := newWire("http://localhost", 2)
 	require.Equal(t, "localhost:80", wi.addr)
 	require.Equal(t, "localhost", wi.host)
+	require.Equal(t, "", wi.prefix)
+	require.Equal(t, "/presenced", newWire("http://127.0.0.1:8080/presenced/", 1).prefix, "a target behind a path-routing proxy")
 }
 
 // Each framing HTTP/1.1 allows ends where the next response begins, and
