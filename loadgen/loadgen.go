@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,9 @@ type Options struct {
 	// MaxErrors is the share of failed operations, in percent, above which
 	// the run fails (exit status 1).
 	MaxErrors float64
+	// CPUProfile is a file for the load generator's own CPU profile over
+	// the run ("" for none): what one operation costs the generator.
+	CPUProfile string
 }
 
 // AddFlags registers the frame options on fs.
@@ -56,6 +60,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a target that is not on this machine")
 	fs.Float64Var(&o.MaxErrors, "max-errors", 1, "fail (exit status 1) when more than this percent of operations failed")
+	fs.StringVar(&o.CPUProfile, "cpu-profile", "", "write this load generator's own CPU profile (pprof) to this file")
 }
 
 // Validate checks the options, including that the target is loopback unless
@@ -241,6 +246,17 @@ func (r *Runner) Loop(ctx context.Context, op func(ctx context.Context, worker i
 func Execute(ctx context.Context, s Scenario, o Options, progress io.Writer) (*Summary, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return nil, fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	r := NewRunner(o, progress)
 	r.start = time.Now()

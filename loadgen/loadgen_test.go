@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,4 +134,19 @@ func TestRatesUseTheLoadWindow(t *testing.T) {
 	require.NoError(t, sum.Write(&table, false))
 	require.Contains(t, table.String(), "(load window; ")
 	require.Contains(t, table.String(), "hint: http 503: the target is down")
+}
+
+// --cpu-profile writes the generator's own profile over the run.
+func TestCPUProfileIsWritten(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "lg.pprof")
+	o := Options{Target: srv.URL, Concurrency: 2, Duration: time.Second, Requests: 50, Timeout: time.Second, CPUProfile: path}
+	_, err := Execute(context.Background(), NewHTTP(), o, nil)
+	require.NoError(t, err)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	require.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a pprof profile is gzipped")
 }

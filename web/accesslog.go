@@ -8,41 +8,28 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// accessLog writes one line per request. At info only what needs a look:
+// logAccess writes one line per request. At info only what needs a look:
 // server errors (warn), client errors a person may be puzzling over, and
 // requests slower than slow. Every other request, rate-limit refusals
 // included (a flood of them is the limiter doing its job, counted in
 // metrics), is logged at debug: at info a busy server would write a line
 // per request.
-func accessLog(log *slog.Logger, slow time.Duration) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			start := time.Now()
-			err := next(c)
-			took := time.Since(start)
-			status := c.Response().Status
-			if err != nil {
-				status = statusOf(err)
-			}
-			// A stream's duration is its lifetime, not its latency.
-			realtime := c.Get(realtimeKey) != nil
-			level := accessLevel(c.Path(), status, took, slow, realtime)
-			if !log.Enabled(c.Request().Context(), level) {
-				return err
-			}
-			log.LogAttrs(c.Request().Context(), level, "http",
-				slog.String("method", c.Request().Method),
-				slog.String("route", c.Path()),
-				slog.String("path", c.Request().URL.Path),
-				slog.Int("status", status),
-				slog.Duration("duration", took),
-				slog.Int64("bytes", c.Response().Size),
-				slog.String("ip", c.RealIP()),
-				slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
-			)
-			return err
-		}
+func (m *edge) logAccess(c echo.Context, rid, route string, status int, took time.Duration, realtime bool) {
+	level := accessLevel(route, status, took, m.slow, realtime)
+	req := c.Request()
+	if !m.log.Enabled(req.Context(), level) {
+		return
 	}
+	m.log.LogAttrs(req.Context(), level, "http",
+		slog.String("method", req.Method),
+		slog.String("route", route),
+		slog.String("path", req.URL.Path),
+		slog.Int("status", status),
+		slog.Duration("duration", took),
+		slog.Int64("bytes", c.Response().Size),
+		slog.String("ip", c.RealIP()),
+		slog.String("request_id", rid),
+	)
 }
 
 func accessLevel(route string, status int, took, slow time.Duration, realtime bool) slog.Level {

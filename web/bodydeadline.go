@@ -10,27 +10,19 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// bodyDeadline bounds the time a request body takes to arrive. The
+// withBodyDeadline bounds the time a request body takes to arrive. The
 // server's ReadTimeout would do that for every request but also cut SSE
 // streams and long handlers: net/http cancels a request's context when a
 // read deadline passes while it watches the idle connection. So the
 // deadline is set only on requests with a body, and lifted as soon as the
 // body has been read; sockets and streams (no body) never have one.
-func bodyDeadline(timeout time.Duration) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			r := c.Request()
-			if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-				return next(c)
-			}
-			rc := http.NewResponseController(c.Response().Writer)
-			if err := rc.SetReadDeadline(time.Now().Add(timeout)); err != nil {
-				return next(c) // not a network connection (tests)
-			}
-			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
-			return next(c)
-		}
+func withBodyDeadline(c echo.Context, timeout time.Duration) {
+	rc := http.NewResponseController(c.Response().Writer)
+	if err := rc.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return // not a network connection (tests)
 	}
+	r := c.Request()
+	r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 }
 
 // deadlineBody lifts the read deadline once the body is read to its end.

@@ -15,11 +15,9 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof" // registers on http.DefaultServeMux, mounted only with http.pprof
-	"strconv"
 	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -88,17 +86,8 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 		s.http.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 
-	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: requestID}))
-	e.Use(accessLog(log, cfg.HTTP.SlowRequest))
-	e.Use(hm.middleware)
-	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
-		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
-			log.Error("panic in handler", "err", err, "route", c.Path(), "stack", string(stack))
-			return err
-		},
-	}))
-	e.Use(bodyDeadline(cfg.HTTP.BodyReadTimeout))
-	e.Use(middleware.BodyLimit(strconv.FormatInt(cfg.HTTP.BodyLimitBytes, 10)))
+	e.Use((&edge{log: log, slow: cfg.HTTP.SlowRequest, metrics: hm,
+		bodyTimeout: cfg.HTTP.BodyReadTimeout, bodyLimit: cfg.HTTP.BodyLimitBytes}).middleware)
 
 	// Public GETs answer HEAD too (net/http drops the body), for probes
 	// and caches that only look at the status and headers.

@@ -45,8 +45,9 @@ type Scenario struct {
 	checkTop   int
 	secrets    loadgen.Secrets
 	hotelNames []string
-	// accepted counts 204s, firsts the viewers with at least one.
-	accepted, firsts atomic.Int64
+	// accepted counts 204s, firsts the viewers with at least one, issued
+	// the session cookies the server set.
+	accepted, firsts, issued atomic.Int64
 }
 
 // New returns the viewers load scenario.
@@ -73,7 +74,8 @@ func (l *Scenario) Flags(fs *pflag.FlagSet) {
 }
 
 type simViewer struct {
-	path   string
+	path   string // the whole URL
+	uri    string // its path, for the wire client
 	hotel  int
 	ip     string
 	cookie atomic.Pointer[string]
@@ -98,11 +100,12 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 		p := i / max(1, l.perPrefix)
 		vs[i] = &simViewer{
 			hotel: h,
-			path:  base + "/v1/viewers/" + l.hotelNames[h] + "/heartbeat",
+			uri:   "/v1/viewers/" + l.hotelNames[h] + "/heartbeat",
 			// Synthetic sources in 100.64.0.0/10, only ever written into a
 			// header: each run of per-prefix viewers shares one /24.
 			ip: fmt.Sprintf("100.%d.%d.%d", 64+p/256%64, p%256, 1+i%max(1, l.perPrefix)%254),
 		}
+		vs[i].path = base + vs[i].uri
 	}
 	if err := l.registerHotels(ctx, r, base); err != nil {
 		return err
@@ -138,19 +141,26 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 
 	r.Label("heartbeats")
 	r.Hint("http 429", "either one viewer sent more than viewers.session_rate heartbeats a second (10 by default: add --viewers or set --rate), or the server rate-limits heartbeats per /24 network (viewers.prefix_rate) and counts all of this loadgen's viewers as one network unless it trusts their X-Forwarded-For: set http.trusted_proxies to 127.0.0.1/32 (PRESENCED_HTTP_TRUSTED_PROXIES=127.0.0.1/32; a development server without redis.url and postgres.url trusts loopback already), or viewers.prefix_rate: 0")
+	wi := newWire(r.Options.Target, r.Options.Concurrency)
 	start := time.Now()
 	var next atomic.Int64
-	r.Loop(ctx, func(ctx context.Context, _ int) error {
+	r.Loop(ctx, func(ctx context.Context, w int) error {
 		v := vs[next.Add(1)%int64(len(vs))]
-		return l.heartbeat(ctx, r.Client, v)
+		return l.heartbeat(ctx, r.Client, wi, w, v)
 	})
 	elapsed := time.Since(start)
+	if wi != nil {
+		wi.closeAll()
+	}
 	stopCounts()
 	cwg.Wait()
 
 	after := l.scrape(ctx, r, base)
 	redisAfter := l.redisCalls(ctx)
 	l.cpuFigures(r, markStart, l.mark(after), steady)
+	// A cookie per viewer: more means sessions were not kept (a cookie not
+	// sent back, or refused), and the count would be inflated.
+	r.AddFigure("session cookies set", "%d for %d viewers", l.issued.Load(), len(vs))
 	countMu.Lock()
 	r.AddFigure("count reads", "%d (%d errors)", countHist.Count(), countErrs.Load())
 	r.AddFigure("count p50 / p99", "%s / %s", countHist.Quantile(0.5).Round(time.Microsecond), countHist.Quantile(0.99).Round(time.Microsecond))
@@ -175,37 +185,64 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	return nil
 }
 
-func (l *Scenario) heartbeat(ctx context.Context, c *http.Client, v *simViewer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.path, nil)
-	if err != nil {
-		return err
-	}
+// heartbeat sends v's heartbeat on worker w's wire connection (or through
+// net/http for an https target) and keeps the session cookie it is given.
+func (l *Scenario) heartbeat(ctx context.Context, c *http.Client, wi *wire, w int, v *simViewer) error {
+	var cookie, forwarded string
 	if ck := v.cookie.Load(); ck != nil {
-		req.Header.Set("Cookie", "pd_vs="+*ck)
+		cookie = *ck
 	}
 	if l.forwarded {
-		req.Header.Set("X-Forwarded-For", v.ip)
+		forwarded = v.ip
 	}
-	resp, err := c.Do(req)
+	var status int
+	var setCookies []string
+	var err error
+	if wi != nil {
+		status, setCookies, err = wi.post(ctx, w, v.uri, cookie, forwarded)
+	} else {
+		status, setCookies, err = l.postHTTP(ctx, c, v.path, cookie, forwarded)
+	}
 	if err != nil {
 		return err
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	for _, sc := range resp.Header.Values("Set-Cookie") {
+	for _, sc := range setCookies {
 		if val, ok := strings.CutPrefix(sc, "pd_vs="); ok {
 			val, _, _ = strings.Cut(val, ";")
+			val = "pd_vs=" + val // sent as it is
 			v.cookie.Store(&val)
+			l.issued.Add(1)
 		}
 	}
-	if resp.StatusCode != http.StatusNoContent {
-		return loadgen.StatusError(resp.StatusCode)
+	if status != http.StatusNoContent {
+		return loadgen.StatusError(status)
 	}
 	l.accepted.Add(1)
 	if v.lastOK.Swap(time.Now().UnixNano()) == 0 {
 		l.firsts.Add(1)
 	}
 	return nil
+}
+
+// postHTTP is a heartbeat through net/http's client.
+func (l *Scenario) postHTTP(ctx context.Context, c *http.Client, url, cookie, forwarded string) (int, []string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	if cookie != "" {
+		req.Header.Set("Cookie", cookie)
+	}
+	if forwarded != "" {
+		req.Header.Set("X-Forwarded-For", forwarded)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Values("Set-Cookie"), nil
 }
 
 func (l *Scenario) readCounts(ctx context.Context, r *loadgen.Runner, base string, h *loadgen.Histogram, mu *sync.Mutex, errs *atomic.Int64) {

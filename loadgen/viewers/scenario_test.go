@@ -37,7 +37,7 @@ func TestLoadScenarioReportsServerCPU(t *testing.T) {
 	// and paced at 5 a second each: unpaced on a fast machine they would
 	// pass the server's 10 a second per session, and 429s would hide the
 	// figures this test is about.
-	o := loadgen.Options{Target: srv.URL, Concurrency: 4, Duration: 4 * time.Second, Timeout: 5 * time.Second, Rate: 100}
+	o := loadgen.Options{Target: srv.URL, Concurrency: 4, Duration: 5 * time.Second, Timeout: 5 * time.Second, Rate: 100}
 	sum, err := loadgen.Execute(context.Background(), sc, o, nil)
 	require.NoError(t, err)
 	var out bytes.Buffer
@@ -48,6 +48,9 @@ func TestLoadScenarioReportsServerCPU(t *testing.T) {
 	require.Regexp(t, `CPU in the load window\s+server \d+\.\d %, this loadgen \d+\.\d % of one core over \d`, text)
 	require.Regexp(t, `heartbeats per server core-second\s+\d+ over the load window`, text)
 	require.Regexp(t, `in steady state\s+\d+ over the last \d+\.\d s, after every viewer's first heartbeat`, text)
+	// Each viewer kept the one session it was given: its cookie went back
+	// on every later heartbeat and was accepted.
+	require.Regexp(t, `session cookies set\s+20 for 20 viewers`, text)
 }
 
 // The figure divides the heartbeats accepted between two marks by the
