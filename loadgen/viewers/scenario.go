@@ -144,9 +144,9 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	wi := newWire(r.Options.Target, r.Options.Concurrency)
 	start := time.Now()
 	var next atomic.Int64
-	r.Loop(ctx, func(ctx context.Context, w int) error {
+	r.Loop(ctx, func(ctx context.Context, _ int) error {
 		v := vs[next.Add(1)%int64(len(vs))]
-		return l.heartbeat(ctx, r.Client, wi, w, v)
+		return l.heartbeat(ctx, r.Client, wi, v)
 	})
 	elapsed := time.Since(start)
 	if wi != nil {
@@ -185,9 +185,9 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	return nil
 }
 
-// heartbeat sends v's heartbeat on worker w's wire connection (or through
-// net/http for an https target) and keeps the session cookie it is given.
-func (l *Scenario) heartbeat(ctx context.Context, c *http.Client, wi *wire, w int, v *simViewer) error {
+// heartbeat sends v's heartbeat with the wire client (or through net/http
+// for an https target) and keeps the session cookie it is given.
+func (l *Scenario) heartbeat(ctx context.Context, c *http.Client, wi *wire, v *simViewer) error {
 	var cookie, forwarded string
 	if ck := v.cookie.Load(); ck != nil {
 		cookie = *ck
@@ -199,7 +199,7 @@ func (l *Scenario) heartbeat(ctx context.Context, c *http.Client, wi *wire, w in
 	var setCookies []string
 	var err error
 	if wi != nil {
-		status, setCookies, err = wi.post(ctx, w, v.uri, cookie, forwarded)
+		status, setCookies, err = wi.post(ctx, v.uri, cookie, forwarded)
 	} else {
 		status, setCookies, err = l.postHTTP(ctx, c, v.path, cookie, forwarded)
 	}

@@ -58,7 +58,7 @@ func BenchmarkHeartbeatWire(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		status, _, err := wi.post(ctx, 0, "/v1/viewers/lg-abc-17/heartbeat", benchCookie, "100.64.3.7")
+		status, _, err := wi.post(ctx, "/v1/viewers/lg-abc-17/heartbeat", benchCookie, "100.64.3.7")
 		cancel()
 		if err != nil || status != http.StatusNoContent {
 			b.Fatal(status, err)
