@@ -32,6 +32,7 @@ func TestHoldOnRedisCluster(t *testing.T) {
 
 	status, again, err := b.hold(t, event, "ann", "k", []int64{seats[1], seats[2]}, "")
 	require.NoError(t, err, "a replay is not refused by its own hints")
+	require.Equal(t, http.StatusCreated, status)
 	require.Equal(t, r.ID, again.ID)
 	status, _, err = b.hold(t, event, "bea", "k", []int64{seats[2], seats[3]}, "")
 	require.Equal(t, http.StatusConflict, status, "%v", err)
