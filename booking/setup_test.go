@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,9 +25,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // admissionDesk stands in for the waiting room behind the Admission
 // interface: passes are "pass|event|user", leases are scores in a sorted
-// set per event, read by a Lua of the same rules as the waiting room's
-// (deskLeaseLua). The real verifier and its Lua are tested in the waiting
-// room and wired in by app (app's booking tests run them).
+// set per event, read by the waiting room's own lease Lua (deskLeaseLua).
+// The real verifier is tested in the waiting room and wired in by app
+// (app's booking tests run it).
 type admissionDesk struct {
 	rdb  redis.UniversalClient
 	ks   store.Keyspace
@@ -40,22 +41,15 @@ func newDesk(rdb redis.UniversalClient, ks store.Keyspace) *admissionDesk {
 	return &admissionDesk{rdb: rdb, ks: ks}
 }
 
-const deskLeaseLua = `
-local function lease_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function lease_live(key, user, now)
-  local exp = tonumber(redis.call('ZSCORE', key, user))
-  if exp and exp > now then return exp end
-  return 0
-end
-local function lease_extend(key, user, now, ms)
-  if lease_live(key, user, now) == 0 then return 0 end
-  redis.call('ZADD', key, 'XX', now + tonumber(ms), user)
-  return now + tonumber(ms)
-end
-`
+// deskLeaseLua is the waiting room's own lease_lib.lua, read from its
+// source: booking's scripts run the real lease rules in these tests too.
+var deskLeaseLua = func() string {
+	b, err := os.ReadFile("../waitingroom/lua/lease_lib.lua")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func (d *admissionDesk) LeaseLua() string                        { return deskLeaseLua }
 func (d *admissionDesk) LeaseSlot(event string) store.EntityKeys { return d.ks.Entity("desk", event) }
