@@ -28,7 +28,7 @@ func bookingPart(start func(*booking.Module, context.Context, module.Host) error
 func (a *App) booking() (*booking.Module, error) {
 	return a.mods.booking.get(func() (*booking.Module, error) {
 		return booking.New(booking.Deps{
-			Config: a.Config.Booking, Keys: a.Keys, Admission: admission{a.waitingroom},
+			Config: a.Config.Booking, Keys: a.Keys, Admission: admission{waitingroom: a.waitingroom, keys: a.Keys},
 			Viewers: viewerCounts{a.viewers}, Metrics: a.Metrics, Log: a.Log.With("module", "booking"),
 		})
 	})
@@ -40,6 +40,19 @@ func (a *App) booking() (*booking.Module, error) {
 // seat maps does not build a waiting room it never asks.
 type admission struct {
 	waitingroom func() (*waitingroom.Module, error)
+	keys        store.Keyspace
+}
+
+func (ad admission) CheckPass(pass, event, user string) error {
+	return ad.call(func(wr *waitingroom.Module) error { return wr.CheckPass(pass, event, user) })
+}
+
+// The lease's Lua and keys need no waiting room in the process: they are
+// the layout's, and the Keyspace is the one the waiting room is built with.
+func (ad admission) LeaseLua() string             { return waitingroom.LeaseLua() }
+func (ad admission) LeaseKey(event string) string { return waitingroom.LeaseKey(ad.keys, event) }
+func (ad admission) LeaseSlot(event string) store.EntityKeys {
+	return waitingroom.LeaseSlot(ad.keys, event)
 }
 
 func (ad admission) QueueVerify(ctx context.Context, p redis.Pipeliner, pass, event, user string) func() error {

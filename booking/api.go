@@ -18,13 +18,30 @@ import (
 // the ports booking needs from others. Everything else is booking's own.
 
 // Admission checks a buyer's admission pass and its live lease. The waiting
-// room provides it; booking never reads the waiting room's keys.
+// room provides it; booking reads the waiting room's keys only through
+// its LeaseLua.
 //
-// The checks of a hold are queued on a pipeline of booking's own, so that
-// they travel with booking's Redis calls in one round trip: the admission
-// check with the rate limit, the lease extension with the seat hints'.
-// Each returns a func that answers once the pipeline has run.
+// A seat hold checks and extends the lease in scripts of booking's own,
+// with its rate and seat hints in one call each: they start with the
+// waiting room's lease rules (LeaseLua) and keep booking's keys in the
+// lease's slot (LeaseSlot), and the pass itself is checked apart
+// (CheckPass). Other callers (a stay's flash deal) queue the checks on a
+// pipeline of their own; each returns a func that answers once it ran.
 type Admission interface {
+	// CheckPass checks the pass itself (signature, expiry, user, event),
+	// not its lease. Errors wrap ErrNotAdmitted or ErrAdmissionUnavailable.
+	CheckPass(pass, event, user string) error
+	// LeaseLua defines lease_now(), lease_live(key, user, now) (the
+	// expiry ms of a live lease, or 0) and lease_extend(key, user, now,
+	// ms) (the new expiry, or 0 when no lease was live), for a script that
+	// starts with it.
+	LeaseLua() string
+	// LeaseKey is the key of event's leases that LeaseLua's functions take.
+	LeaseKey(event string) string
+	// LeaseSlot builds booking's keys that a script uses with the lease:
+	// in its Redis Cluster slot, named "booking:…", never touched by the
+	// waiting room.
+	LeaseSlot(event string) store.EntityKeys
 	// QueueVerify: nil only for a valid pass of user for event whose
 	// server-side lease is live. Errors wrap ErrNotAdmitted or
 	// ErrAdmissionUnavailable. The pass itself (a signature check, the
@@ -102,7 +119,7 @@ func (m *Module) RegisterEffects(ctx context.Context, h module.Host, r *outbox.R
 	}
 	r.HandleBatch(KindInventoryChanged, newInvalidator(rdb, hb, m.keys).Handle)
 	r.Handle(KindStayInventoryChanged, newSearchInvalidator(rdb, m.keys).Handle)
-	hs := hints{rdb: rdb, keys: keys{ks: m.keys}}
+	hs := hints{rdb: rdb, slot: m.admission.LeaseSlot}
 	r.Handle(KindHintsReleased, func(ctx context.Context, e outbox.Event) error {
 		var p HintsReleased
 		if err := json.Unmarshal(e.Payload, &p); err != nil || !validEventID(p.Event) || len(p.Seats) > 1000 {

@@ -16,9 +16,6 @@ import (
 // keys builds booking's Redis keys; every key of one event shares its hash tag.
 type keys struct{ ks store.Keyspace }
 
-func (k keys) hint(event string, seat int64) string {
-	return k.ks.Entity("event", event).Key("hint", itoa(seat))
-}
 func (k keys) snapshot(event, scope string) string {
 	return k.ks.Entity("event", event).Key("map", scope)
 }

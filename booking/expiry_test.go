@@ -51,7 +51,7 @@ func TestExpiryWorkerReleasesEverything(t *testing.T) {
 	require.NoError(t, b.db.QueryRow(context.Background(), `SELECT used FROM promotions WHERE event_id = $1 AND code = 'TEN'`, event).Scan(&used))
 	require.Zero(t, used, "the promotion use is returned")
 	require.False(t, b.desk.live(event, b.uid("hana")), "the admission lease is released")
-	keys := hints{rdb: b.rdb, keys: keys{ks: b.ks}}.hintKeys(event, []int64{seats[2], seats[3]})
+	keys := b.holds.hints.hintKeys(event, []int64{seats[2], seats[3]})
 	left, err := b.rdb.Exists(context.Background(), keys...).Result()
 	require.NoError(t, err)
 	require.Zero(t, left, "the seat hints are released")
@@ -74,7 +74,7 @@ func TestExpiredHoldIsReclaimedInline(t *testing.T) {
 	b.expireNow(t, r.ID)
 	// The hints of an expired hold may still be in Redis (clock skew, a
 	// slow release): drop them as their TTL would.
-	require.NoError(t, hints{rdb: b.rdb, keys: keys{ks: b.ks}}.release(context.Background(), event, []int64{seats[0], seats[1]}, r.ID))
+	require.NoError(t, b.holds.hints.release(context.Background(), event, []int64{seats[0], seats[1]}, r.ID))
 	status, r2, err := b.hold(t, event, "kim", "k", []int64{seats[1], seats[2]}, "")
 	require.NoError(t, err)
 	require.Equal(t, 201, status)
@@ -98,7 +98,7 @@ func TestExpiryRacingCancelAndASecondBuyer(t *testing.T) {
 		_, r, err := b.hold(t, event, owner, "k", []int64{seats[0], seats[1]}, "")
 		require.NoError(t, err)
 		b.expireNow(t, r.ID)
-		_ = hints{rdb: b.rdb, keys: keys{ks: b.ks}}.release(context.Background(), event, []int64{seats[0], seats[1]}, r.ID)
+		_ = b.holds.hints.release(context.Background(), event, []int64{seats[0], seats[1]}, r.ID)
 
 		var wg sync.WaitGroup
 		var cancelErr, expireErr error
@@ -193,7 +193,7 @@ func TestHintsBounceObviousContention(t *testing.T) {
 	var avail string
 	require.NoError(t, b.db.QueryRow(context.Background(), `SELECT status FROM seats WHERE id = $1`, seats[1]).Scan(&avail))
 	require.Equal(t, SeatAvailable, avail, "the cart failed as a unit")
-	left, err := b.rdb.Exists(context.Background(), hints{rdb: b.rdb, keys: keys{ks: b.ks}}.hintKeys(event, []int64{seats[1]})...).Result()
+	left, err := b.rdb.Exists(context.Background(), b.holds.hints.hintKeys(event, []int64{seats[1]})...).Result()
 	require.NoError(t, err)
 	require.Zero(t, left, "no hint left behind by the refused cart")
 	_ = time.Second

@@ -41,7 +41,7 @@ func TestHintsOfAnUncommittedHoldLapseInSeconds(t *testing.T) {
 		_, _, err := b.hold(t, event, "stuck", "k1", []int64{seats[0], seats[1]}, "")
 		stuck <- err
 	}()
-	hk := hints{rdb: b.rdb, keys: keys{ks: b.ks}}.hintKeys(event, []int64{seats[1]})[0]
+	hk := b.holds.hints.hintKeys(event, []int64{seats[1]})[0]
 	testenv.Eventually(t, 10*time.Second, func() bool { return b.rdb.Exists(ctx, hk).Val() == 1 }, "the stuck hold hinted its seats")
 	ttl := b.rdb.PTTL(ctx, hk).Val()
 	require.LessOrEqual(t, ttl, time.Second, "a hint before the commit lives for the claim time, not the hold's 10 minutes")
@@ -71,7 +71,7 @@ func TestCommittedHoldKeepsItsHintsForTheHoldTime(t *testing.T) {
 	status, r, err := b.hold(t, event, "keeper", "k", []int64{seats[3]}, "")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, status)
-	hk := hints{rdb: b.rdb, keys: keys{ks: b.ks}}.hintKeys(event, []int64{seats[3]})[0]
+	hk := b.holds.hints.hintKeys(event, []int64{seats[3]})[0]
 	require.True(t, strings.HasPrefix(b.rdb.Get(context.Background(), hk).Val(), r.ID+"|"), "the hint names its reservation")
 	require.Greater(t, b.rdb.PTTL(context.Background(), hk).Val(), time.Minute, "extended to the hold's time")
 

@@ -3,6 +3,7 @@ package booking
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -25,6 +26,7 @@ type holdsPlane struct {
 	rdb       redis.UniversalClient
 	keys      keys
 	hints     hints
+	scripts   holdScripts
 	admission Admission
 	cfg       config.Booking
 	m         *metrics
@@ -48,8 +50,8 @@ func newHolds(d holdsDeps) (*holdsPlane, error) {
 		return nil, errors.New("booking: holds need a database, redis, an admission checker, metrics and a logger")
 	}
 	k := keys{ks: d.Keys}
-	return &holdsPlane{db: d.DB, rdb: d.Redis, keys: k, hints: hints{rdb: d.Redis, keys: k},
-		admission: d.Admission, cfg: d.Config, m: d.Metrics, log: d.Log}, nil
+	return &holdsPlane{db: d.DB, rdb: d.Redis, keys: k, hints: hints{rdb: d.Redis, slot: d.Admission.LeaseSlot},
+		scripts: newHoldScripts(d.Admission.LeaseLua()), admission: d.Admission, cfg: d.Config, m: d.Metrics, log: d.Log}, nil
 }
 
 // holdInput is one hold request.
@@ -84,7 +86,18 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 	if err != nil {
 		return holdResult{}, err
 	}
-	if err := h.gates(ctx, in); err != nil {
+	resID := uuid.Must(uuid.NewV7()).String() // time-ordered: inserts stay at the index tail
+	// The hints come before PostgreSQL, in the gate's one script call: a
+	// buyer who wants a hinted seat is refused without a round trip to
+	// it. They are taken for a short claim and get the hold's time once it
+	// commits, so a process dying before the commit blocks nobody for
+	// long. A retry of the same request is not refused by its own hints
+	// (holdClaim): PostgreSQL answers it.
+	taken, hinted, err := h.gates(ctx, in, seats, resID)
+	if err != nil {
+		if hinted {
+			h.releaseAfter(ctx, &released{id: resID, event: in.Event, seats: seats}, false)
+		}
 		// A retry of a committed hold gets its stored answer whatever the
 		// gates say now: the lease ends with a cancel or its time, Redis
 		// may have restarted empty, and a buyer retrying a timed-out 201
@@ -95,17 +108,6 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 			return stored, nil
 		}
 		return holdResult{}, err
-	}
-	resID := uuid.Must(uuid.NewV7()).String() // time-ordered: inserts stay at the index tail
-	// The hints come before PostgreSQL: a buyer who wants a hinted seat is
-	// refused without a round trip to it. They are taken for a short claim
-	// and get the hold's time once it commits, so a process dying before
-	// the commit blocks nobody for long. A retry of the same request is not
-	// refused by its own hints (holdClaim): PostgreSQL answers it.
-	taken, err := h.hints.take(ctx, in.Event, seats, resID, holdClaim(in.User, in.Key), h.cfg.HintClaimTTL)
-	if err != nil {
-		h.m.hintErrors.Inc()
-		return holdResult{}, web.Unavailable(time.Second, "seat hints unavailable; retry")
 	}
 	if taken != 0 {
 		// A retry of a committed hold whose seats another buyer hints
@@ -185,56 +187,70 @@ func (h *holdsPlane) answerConcurrentRetry(ctx context.Context, in holdInput, fp
 	return r, nil
 }
 
-// afterCommit extends the seat hints to the hold's time and the buyer's
-// admission lease to the hold duration, in one round trip to Redis. A
-// failure leaves the hold standing: PostgreSQL owns it.
+// afterCommit extends the buyer's admission lease to the hold duration and
+// the seat hints to the hold's time, in one script call. A failure leaves
+// the hold standing: PostgreSQL owns it.
 func (h *holdsPlane) afterCommit(ctx context.Context, in holdInput, seats []int64, resID string, holdFor time.Duration, expiresAt time.Time) {
 	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
 	defer cancel()
-	var hinted *redis.Cmd
-	var leased func() error
-	// Both may run twice after a NOSCRIPT: each sets an expiry from now.
-	_ = store.Pipelined(ctx, h.rdb, slices.Concat(h.admission.Scripts(), []*store.Script{hintExtend}), func(p redis.Pipeliner) {
-		hinted = h.hints.queueExtend(ctx, p, in.Event, seats, resID, time.Until(expiresAt))
-		leased = h.admission.QueueExtend(ctx, p, in.Event, in.User, holdFor)
-	})
-	if err := leased(); err != nil {
-		// The hold stands: PostgreSQL owns it. The buyer may have to
-		// re-verify at payment; count it so an operator sees it.
-		h.m.leaseExtendFail.Inc()
-		h.log.Warn("hold committed but the admission lease was not extended", "err", err)
-	}
-	if err := hinted.Err(); err != nil {
+	keys := append([]string{h.admission.LeaseKey(in.Event)}, h.hints.hintKeys(in.Event, seats)...)
+	res, err := h.scripts.extend.Run(ctx, h.rdb, keys, in.User, holdFor.Milliseconds(), resID,
+		max(time.Until(expiresAt).Milliseconds(), 1)).Int64Slice()
+	if err != nil || len(res) != 2 {
 		// The hints lapse after the claim time; the seat rows still say
 		// HELD, so a later buyer is refused by PostgreSQL instead.
 		h.m.hintErrors.Inc()
-		h.log.Debug("extend seat hints", "err", err)
+		h.m.leaseExtendFail.Inc()
+		h.log.Warn("hold committed but its lease and seat hints were not extended", "err", err)
+		return
+	}
+	if res[0] == 0 {
+		// The hold stands: PostgreSQL owns it. The buyer may have to
+		// re-verify at payment; count it so an operator sees it.
+		h.m.leaseExtendFail.Inc()
+		h.log.Warn("hold committed but the admission lease was not live to extend")
 	}
 }
 
-// gates are the cheap refusals before any row lock: the user's rate, then
-// the admission pass and its lease. Both checks travel in one round trip
-// to Redis; the rate is counted whatever the pass says, as when it was
-// checked first on its own, and its refusal comes first.
-func (h *holdsPlane) gates(ctx context.Context, in holdInput) error {
+// gates are the cheap refusals before any row lock, in one script call
+// (hold_gate.lua): the user's rate, the admission lease, and the cart's
+// seat hints, each only if the one before let it through; then the pass
+// itself, the costly part, which a rate-limited attempt does not pay for.
+// It returns the seat another request hints (0: none), and whether the
+// cart's hints were taken (to release on a refusal).
+func (h *holdsPlane) gates(ctx context.Context, in holdInput, seats []int64, resID string) (int64, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
 	defer cancel()
-	var rate *redis.Cmd
-	admitted := func() error { return nil }
-	// The rate may be counted twice after a NOSCRIPT, as any retry counts.
-	_ = store.Pipelined(ctx, h.rdb, slices.Concat(h.admission.Scripts(), []*store.Script{rateScript}), func(p redis.Pipeliner) {
-		rate = rateScript.Queue(ctx, p, []string{h.keys.holdRate(in.User)}, time.Minute.Milliseconds())
-		if in.Pass != "" {
-			admitted = h.admission.QueueVerify(ctx, p, in.Pass, in.Event, in.User)
+	keys := []string{h.admission.LeaseKey(in.Event), h.hints.rateKey(in.Event, in.User)}
+	if in.Pass != "" { // without one only the rate is counted: the hold is refused
+		keys = append(keys, h.hints.hintKeys(in.Event, seats)...)
+	}
+	res, err := h.scripts.gate.Run(ctx, h.rdb, keys, in.User, time.Minute.Milliseconds(), h.cfg.HoldsPerMinute,
+		resID, holdClaim(in.User, in.Key), max(h.cfg.HintClaimTTL.Milliseconds(), 1)).Int64Slice()
+	if err != nil || len(res) != 3 {
+		h.m.hintErrors.Inc()
+		return 0, false, web.Unavailable(time.Second, "rate limiter, admission and seat hints unavailable; retry")
+	}
+	switch outcome := res[0]; {
+	case outcome == 1:
+		e := web.Errorf(http.StatusTooManyRequests, "rate_limited", "too many hold attempts; retry later")
+		e.RetryAfter = max(time.Duration(res[2])*time.Millisecond, time.Second)
+		return 0, false, e
+	case in.Pass == "":
+		return 0, false, web.Errorf(http.StatusForbidden, "not_admitted", "an X-Admission-Pass from the waiting room is required")
+	case outcome == 2:
+		return 0, false, admissionRefusal(fmt.Errorf("%w: no live lease", ErrNotAdmitted))
+	case outcome > 2 && outcome-2 <= int64(len(seats)):
+		// Another request hints a seat: no hint was taken. The pass is
+		// still checked first, so that a bad pass is told 403 as before.
+		if err := admissionRefusal(h.admission.CheckPass(in.Pass, in.Event, in.User)); err != nil {
+			return 0, false, err
 		}
-	})
-	if err := h.rateRefusal(rate); err != nil {
-		return err
+		return seats[outcome-3], false, nil
+	case outcome != 0:
+		return 0, false, web.Unavailable(time.Second, "seat hints unavailable; retry")
 	}
-	if in.Pass == "" {
-		return web.Errorf(http.StatusForbidden, "not_admitted", "an X-Admission-Pass from the waiting room is required")
-	}
-	return admissionRefusal(admitted())
+	return 0, true, admissionRefusal(h.admission.CheckPass(in.Pass, in.Event, in.User))
 }
 
 // lookupStored reads the stored answer of the request's key, if any.

@@ -126,7 +126,7 @@ func TestNegativeControlDoubleSaleWithoutDefences(t *testing.T) {
 		event2, seats2 := b.event(t, "A:1x10@100")
 		cart2 := []int64{seats2[0], seats2[1]}
 		statuses = race(t, 30, func(i int) int {
-			_ = b.rdb.Del(ctx, hints{rdb: b.rdb, keys: keys{ks: b.ks}}.hintKeys(event2, cart2)...).Err()
+			_ = b.rdb.Del(ctx, b.holds.hints.hintKeys(event2, cart2)...).Err()
 			s, _, _ := b.hold(t, event2, fmt.Sprintf("real%d", i), "k", cart2, "")
 			return s
 		})

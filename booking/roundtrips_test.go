@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -107,7 +107,7 @@ func TestHoldRoundTrips(t *testing.T) {
 		{"a key reused", func() int { s, _, _ := b.hold(t, event, "one", "k", []int64{seats[9]}, ""); return s }, 422, 1},
 		{"a pending checkout", func() int { s, _, _ := b.hold(t, event, "one", "k2", []int64{seats[9]}, ""); return s }, 409, 1},
 		{"a seat taken, its hint lost", func() int {
-			_ = b.rdb.Del(context.Background(), hints{rdb: b.rdb, keys: keys{ks: b.ks}}.hintKeys(event, []int64{seats[3]})...).Err()
+			_ = b.rdb.Del(context.Background(), b.holds.hints.hintKeys(event, []int64{seats[3]})...).Err()
 			s, _, _ := b.hold(t, event, "late", "k", []int64{seats[3], seats[8]}, "")
 			return s
 		}, 409, 1},
@@ -132,11 +132,9 @@ func TestHoldRoundTrips(t *testing.T) {
 		}
 	}
 
-	// Refused at the gate: the stored answer is looked up (one trip).
-	b.desk.down.Store(true)
+	// Refused at the gate (no lease): the stored answer is looked up (one trip).
 	_, err := b.holds.Hold(context.Background(), holdInput{User: b.uid("gate"), Event: event, Pass: "x", Key: "k", Seats: []int64{seats[9]}})
-	b.desk.down.Store(false)
-	require.Equal(t, http.StatusServiceUnavailable, err.(*web.Error).Status)
+	require.Equal(t, http.StatusForbidden, err.(*web.Error).Status)
 	n, _ := trips.take()
 	require.Equal(t, 1, n)
 }
@@ -204,30 +202,12 @@ func (c *redisTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// pipeliningDesk is the admission desk with a Redis call of its own in each
-// queued check, as the waiting room's lease check and extension have.
-type pipeliningDesk struct {
-	*admissionDesk
-	queued atomic.Int64
-}
-
-func (d *pipeliningDesk) QueueVerify(ctx context.Context, p redis.Pipeliner, pass, event, user string) func() error {
-	d.queued.Add(1)
-	p.Ping(ctx)
-	return d.admissionDesk.QueueVerify(ctx, p, pass, event, user)
-}
-
-func (d *pipeliningDesk) QueueExtend(ctx context.Context, p redis.Pipeliner, event, user string, by time.Duration) func() error {
-	d.queued.Add(1)
-	p.Ping(ctx)
-	return d.admissionDesk.QueueExtend(ctx, p, event, user, by)
-}
-
-// A successful hold makes three round trips to Redis: the gates (the rate
-// and the admission check), the seat hints, and after the commit the
-// hints' and the lease's extensions. It made five when each was a call of
-// its own. A Redis that lost its scripts (a restart, a failover) costs the
-// pipelines one reload, not the hold.
+// A successful hold makes two round trips to Redis, one script call each:
+// the gate (the rate, the admission lease and the seat hints) and, after
+// the commit, the lease's and the hints' extension. It made five calls in
+// three round trips when the hints had a hash tag of their own, and five
+// round trips before that. A Redis that lost its scripts (a restart, a
+// failover) costs each call one EVAL, not the hold.
 func TestHoldRedisRoundTrips(t *testing.T) {
 	t.Parallel()
 	srv := testenv.NewRedisServer(t)
@@ -235,28 +215,43 @@ func TestHoldRedisRoundTrips(t *testing.T) {
 	trips := &redisTrips{}
 	rdb.AddHook(trips)
 	b := setupWith(t, testenv.Postgres(t), rdb)
-	desk := &pipeliningDesk{admissionDesk: b.desk}
-	b.holds.admission = desk
 	event, seats := b.event(t, "A:2x10@1000")
 
 	for i := range 3 { // a warm-up (scripts loaded, connections made), a hold, a hold after SCRIPT FLUSH
 		if i == 2 {
 			require.NoError(t, rdb.ScriptFlush(context.Background()).Err())
 		}
+		user := b.uid(fmt.Sprintf("buyer%d", i))
+		pass := b.desk.admit(event, user)
+		require.NoError(t, rdb.ConfigResetStat(context.Background()).Err())
 		trips.n.Store(0)
-		desk.queued.Store(0)
-		status, _, err := b.hold(t, event, fmt.Sprintf("buyer%d", i), "k", []int64{seats[2*i], seats[2*i+1]}, "")
+		res, err := b.holds.Hold(context.Background(), holdInput{User: user, Event: event, Pass: pass, Key: "k", Seats: []int64{seats[2*i], seats[2*i+1]}})
 		require.NoError(t, err)
-		require.Equal(t, http.StatusCreated, status)
+		require.Equal(t, http.StatusCreated, res.Status)
 		n := trips.n.Load()
-		t.Logf("hold %d: %d round trips to Redis", i, n)
+		stats, err := rdb.Info(context.Background(), "commandstats").Result()
+		require.NoError(t, err)
+		t.Logf("hold %d: %d round trips to Redis\n%s", i, n, stats)
 		switch i {
 		case 1:
-			require.Equal(t, int64(3), n)
-			require.Equal(t, int64(2), desk.queued.Load(), "the admission check and extension went in the pipelines")
+			require.Equal(t, int64(2), n)
+			require.Equal(t, 2, commandCalls(stats, "evalsha"), "one script call per round trip")
+			require.Zero(t, commandCalls(stats, "eval"))
 		case 2:
-			require.Greater(t, n, int64(3), "the scripts were loaded again")
+			require.Equal(t, int64(4), n, "each call refused with NOSCRIPT is sent again once")
+			require.Equal(t, 2, commandCalls(stats, "eval"), "the scripts were sent again")
 		}
 	}
 	b.requireNoDoubleOwnership(t, event)
+}
+
+// commandCalls reads a command's calls from INFO commandstats.
+func commandCalls(stats, cmd string) int {
+	for _, line := range strings.Split(stats, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
+			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			return n
+		}
+	}
+	return 0
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,40 +24,66 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // admissionDesk stands in for the waiting room behind the Admission
-// interface: passes are "pass|event|user", leases live in a map. The real
-// verifier is tested in the waiting room and wired in by app.
+// interface: passes are "pass|event|user", leases are scores in a sorted
+// set per event, read by the waiting room's own lease Lua (deskLeaseLua).
+// The real verifier is tested in the waiting room and wired in by app
+// (app's booking tests run it).
 type admissionDesk struct {
-	mu     sync.Mutex
-	leases map[string]time.Time
-	down   atomic.Bool
+	rdb  redis.UniversalClient
+	ks   store.Keyspace
+	down atomic.Bool
 	// checked counts the passes checked (a signature check, for the real
 	// waiting room).
 	checked atomic.Int64
 }
 
-func newDesk() *admissionDesk { return &admissionDesk{leases: map[string]time.Time{}} }
+func newDesk(rdb redis.UniversalClient, ks store.Keyspace) *admissionDesk {
+	return &admissionDesk{rdb: rdb, ks: ks}
+}
+
+// deskLeaseLua is the waiting room's own lease_lib.lua, read from its
+// source: booking's scripts run the real lease rules in these tests too.
+var deskLeaseLua = func() string {
+	b, err := os.ReadFile("../waitingroom/lua/lease_lib.lua")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+func (d *admissionDesk) LeaseLua() string                        { return deskLeaseLua }
+func (d *admissionDesk) LeaseSlot(event string) store.EntityKeys { return d.ks.Entity("desk", event) }
+func (d *admissionDesk) LeaseKey(event string) string            { return d.LeaseSlot(event).Key("leases") }
 
 func (d *admissionDesk) admit(event, user string) string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.leases[event+"|"+user] = time.Now().Add(5 * time.Minute)
+	until := time.Now().Add(5 * time.Minute).UnixMilli()
+	// With Redis down no lease is written: the hold fails closed anyway.
+	_ = d.rdb.ZAdd(context.Background(), d.LeaseKey(event), redis.Z{Score: float64(until), Member: user}).Err()
 	return "pass|" + event + "|" + user
 }
 
 func (d *admissionDesk) live(event, user string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	exp, ok := d.leases[event+"|"+user]
-	return ok && time.Now().Before(exp)
+	exp, err := d.rdb.ZScore(context.Background(), d.LeaseKey(event), user).Result()
+	return err == nil && time.Now().Before(time.UnixMilli(int64(exp)))
+}
+
+func (d *admissionDesk) CheckPass(pass, event, user string) error {
+	d.checked.Add(1)
+	if d.down.Load() {
+		return ErrAdmissionUnavailable
+	}
+	if pass != "pass|"+event+"|"+user {
+		return ErrNotAdmitted
+	}
+	return nil
 }
 
 func (d *admissionDesk) QueueVerify(_ context.Context, _ redis.Pipeliner, pass, event, user string) func() error {
 	return func() error {
-		d.checked.Add(1)
-		if d.down.Load() {
-			return ErrAdmissionUnavailable
+		if err := d.CheckPass(pass, event, user); err != nil {
+			return err
 		}
-		if pass != "pass|"+event+"|"+user || !d.live(event, user) {
+		if !d.live(event, user) {
 			return ErrNotAdmitted
 		}
 		return nil
@@ -72,10 +98,8 @@ func (d *admissionDesk) QueueExtend(_ context.Context, _ redis.Pipeliner, event,
 		if !d.live(event, user) {
 			return ErrNotAdmitted
 		}
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		d.leases[event+"|"+user] = time.Now().Add(by)
-		return nil
+		until := time.Now().Add(by).UnixMilli()
+		return d.rdb.ZAdd(context.Background(), d.LeaseKey(event), redis.Z{Score: float64(until), Member: user}).Err()
 	}
 }
 
@@ -83,10 +107,7 @@ func (d *admissionDesk) Scripts() []*store.Script { return nil }
 func (d *admissionDesk) Timeout() time.Duration   { return time.Second }
 
 func (d *admissionDesk) Release(_ context.Context, event, user string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.leases, event+"|"+user)
-	return nil
+	return d.rdb.ZRem(context.Background(), d.LeaseKey(event), user).Err()
 }
 
 type bundle struct {
@@ -117,7 +138,8 @@ func setupWith(t testing.TB, db *pgxpool.Pool, rdb redis.UniversalClient, mutate
 	}
 	m, err := newMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)
-	b := &bundle{run: fmt.Sprintf("r%d-", eventSeq.Add(1)), db: db, rdb: rdb, ks: store.NewKeyspace(testenv.Prefix(t)), desk: newDesk(), m: m, cfg: cfg}
+	ks := store.NewKeyspace(testenv.Prefix(t))
+	b := &bundle{run: fmt.Sprintf("r%d-", eventSeq.Add(1)), db: db, rdb: rdb, ks: ks, desk: newDesk(rdb, ks), m: m, cfg: cfg}
 	deps := holdsDeps{DB: db, Redis: rdb, Keys: b.ks, Admission: b.desk, Config: cfg, Metrics: m, Log: testenv.Logger()}
 	b.holds, err = newHolds(deps)
 	require.NoError(t, err)

@@ -79,3 +79,30 @@ func (m *Module) LeaseScripts() []*store.Script {
 // StoreTimeout bounds one Redis call of a request, a pipeline carrying
 // QueueVerify or QueueExtend included.
 func (m *Module) StoreTimeout() time.Duration { return m.cfg.StoreTimeout }
+
+// CheckPass checks a pass itself (its EdDSA signature, expiry, user and
+// event) but not its lease: for a caller that checks the lease in a script
+// of its own (LeaseLua). Errors wrap ErrNotAdmitted or ErrUnavailable.
+func (m *Module) CheckPass(pass, event, user string) error {
+	v, err := m.started()
+	if err != nil {
+		return err
+	}
+	return v.checkPass(pass, event, user)
+}
+
+// LeaseLua is the Lua of the lease rules (lease_now, lease_live and
+// lease_extend, see lua/lease_lib.lua), for a caller's script that checks
+// or extends a lease together with work of its own on keys in the lease's
+// slot (LeaseSlot), in one call. The waiting room's own lease scripts start
+// with it too, so a lease means the same to both.
+func LeaseLua() string { return leaseLib }
+
+// LeaseKey is the key of event's leases, the one LeaseLua's functions take.
+func LeaseKey(ks store.Keyspace, event string) string { return keysOf(ks, event).leases }
+
+// LeaseSlot builds keys in the Redis Cluster slot of event's leases, for a
+// caller's keys that its script uses with the lease. A caller's key names
+// start with its module's name ("booking"); the waiting room never reads,
+// writes or deletes them.
+func LeaseSlot(ks store.Keyspace, event string) store.EntityKeys { return ks.Entity("wr", event) }

@@ -30,6 +30,8 @@ var (
 	sweepLua string
 	//go:embed lua/stats.lua
 	statsLua string
+	//go:embed lua/lease_lib.lua
+	leaseLib string
 	//go:embed lua/lease_check.lua
 	leaseCheckLua string
 	//go:embed lua/lease_extend.lua
@@ -37,14 +39,16 @@ var (
 
 	// Every script that reads or writes the line starts with entry.lua,
 	// the one definition of an entry's score.
-	joinScript        = store.NewScript("waitingroom_join", entryLua+joinLua)
-	positionsScript   = store.NewScript("waitingroom_positions", entryLua+positionsLua)
-	tickScript        = store.NewScript("waitingroom_tick", entryLua+tickLua)
-	drawScript        = store.NewScript("waitingroom_draw", entryLua+drawLua)
-	sweepScript       = store.NewScript("waitingroom_sweep", entryLua+sweepLua)
-	statsScript       = store.NewScript("waitingroom_stats", entryLua+statsLua)
-	leaseCheckScript  = store.NewScript("waitingroom_lease_check", leaseCheckLua)
-	leaseExtendScript = store.NewScript("waitingroom_lease_extend", leaseExtendLua)
+	joinScript      = store.NewScript("waitingroom_join", entryLua+joinLua)
+	positionsScript = store.NewScript("waitingroom_positions", entryLua+positionsLua)
+	tickScript      = store.NewScript("waitingroom_tick", entryLua+tickLua)
+	drawScript      = store.NewScript("waitingroom_draw", entryLua+drawLua)
+	sweepScript     = store.NewScript("waitingroom_sweep", entryLua+sweepLua)
+	statsScript     = store.NewScript("waitingroom_stats", entryLua+statsLua)
+	// The lease scripts start with lease_lib.lua, as a caller's script
+	// that checks a lease with work of its own does (LeaseLua).
+	leaseCheckScript  = store.NewScript("waitingroom_lease_check", leaseLib+leaseCheckLua)
+	leaseExtendScript = store.NewScript("waitingroom_lease_extend", leaseLib+leaseExtendLua)
 )
 
 // errNoRoom: the event has no waiting room (none was configured).

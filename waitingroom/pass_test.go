@@ -249,3 +249,41 @@ func TestQueuedChecksAnswerAsVerify(t *testing.T) {
 		require.ErrorIs(t, down(), ErrUnavailable)
 	})
 }
+
+// A caller's script that starts with LeaseLua and keeps its own keys in
+// LeaseSlot (booking's hold) reads and extends the leases the line grants,
+// on a single Redis and on a Cluster; CheckPass checks the pass alone.
+func TestLeaseLuaInACallersScript(t *testing.T) {
+	t.Parallel()
+	redisKinds(t, func(t *testing.T, rdb redis.UniversalClient) {
+		b := setup(t, rdb, nil)
+		ctx := context.Background()
+		b.openRoom(t, "ev", Settings{})
+		b.join(t, "ev", "alice")
+		b.tick(t, "ev")
+		exp, err := b.line.LeaseExpiry(ctx, "ev", "alice")
+		require.NoError(t, err)
+		good, _, err := b.mod.issuer.Issue("ev", "alice", exp, time.Now())
+		require.NoError(t, err)
+		require.NoError(t, b.mod.CheckPass(good, "ev", "alice"))
+		require.ErrorIs(t, b.mod.CheckPass(tamper(t, good), "ev", "alice"), ErrNotAdmitted)
+		require.ErrorIs(t, b.mod.CheckPass(good, "ev", "bob"), ErrNotAdmitted)
+
+		caller := store.NewScript("caller", LeaseLua()+`
+local now = lease_now()
+local live = lease_live(KEYS[1], ARGV[1], now)
+redis.call('INCR', KEYS[2])
+return {live, lease_extend(KEYS[1], ARGV[1], now, ARGV[2])}`)
+		keys := []string{LeaseKey(b.keys, "ev"), LeaseSlot(b.keys, "ev").Key("booking", "n")}
+		got, err := caller.Run(ctx, rdb, keys, "alice", 600_000).Int64Slice()
+		require.NoError(t, err)
+		require.Equal(t, exp.UnixMilli(), got[0], "the lease the line granted")
+		require.Positive(t, got[1])
+		exp2, err := b.line.LeaseExpiry(ctx, "ev", "alice")
+		require.NoError(t, err)
+		require.WithinDuration(t, time.Now().Add(10*time.Minute), exp2, 5*time.Second, "extended as Extend would")
+		got, err = caller.Run(ctx, rdb, keys, "carol", 600_000).Int64Slice()
+		require.NoError(t, err)
+		require.Equal(t, []int64{0, 0}, got, "no lease, none made")
+	})
+}
