@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,10 @@ type tierCache struct {
 
 	snap   atomic.Pointer[map[string]shardTier]
 	loaded atomic.Bool
+	// refreshMu makes refreshes store in the order they read: a slow one
+	// that read before a tier changed must not overwrite a later one that
+	// read after (the loop and a direct refresh, as after a promotion).
+	refreshMu sync.Mutex
 }
 
 func newTierCache(db *pgxpool.Pool, ttl time.Duration, m *metrics, log *slog.Logger) *tierCache {
@@ -56,6 +61,8 @@ func (t *tierCache) get(hotel string) shardTier {
 
 // refresh reloads the hot hotels.
 func (t *tierCache) refresh(ctx context.Context) error {
+	t.refreshMu.Lock()
+	defer t.refreshMu.Unlock()
 	rows, err := t.db.Query(ctx, `SELECT hotel_id, read_tier, write_tier FROM viewers_hotel_tiers WHERE read_tier > 1 OR write_tier > 1`)
 	if err != nil {
 		return fmt.Errorf("load tiers: %w", err)
