@@ -47,7 +47,7 @@ func (mod *Module) heartbeat(c echo.Context) error {
 			return rateLimited(wait, "too many heartbeats from this network")
 		}
 	}
-	sess, err := mod.sessions.resolve(cookieValue(headerValue(req.Header, "Cookie"), mod.cfg.CookieName), now)
+	sess, err := mod.sessions.resolve(cookieValue(web.HeaderValue(req.Header, "Cookie"), mod.cfg.CookieName), now)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (mod *Module) heartbeat(c echo.Context) error {
 		mod.m.hb.unavailable.Inc()
 		return web.Unavailable(mod.cfg.ProbeInterval*2, "heartbeats cannot be counted right now")
 	}
-	mod.recorder.record(hotel, sess.hash, prefix, uaHash(headerValue(req.Header, "User-Agent")), now, flags)
+	mod.recorder.record(hotel, sess.hash, prefix, uaHash(web.HeaderValue(req.Header, "User-Agent")), now, flags)
 	mod.m.hb.accepted.Inc()
 	return c.NoContent(http.StatusNoContent)
 }
@@ -168,13 +168,4 @@ func (mod *Module) bundle(c echo.Context) error {
 		Hotel: hotel, Region: mod.cfg.Region, AsOf: asOf.UTC(),
 		HLL: base64.StdEncoding.EncodeToString(blob),
 	})
-}
-
-// headerValue is the first value of a header named in canonical form,
-// without Header.Get's canonicalization of the name on every call.
-func headerValue(h http.Header, canonical string) string {
-	if v := h[canonical]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
 }

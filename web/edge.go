@@ -29,7 +29,7 @@ func (m *edge) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
 		req := c.Request()
-		rid := headerValue(req.Header, echo.HeaderXRequestID)
+		rid := HeaderValue(req.Header, echo.HeaderXRequestID)
 		if rid == "" {
 			rid = requestID()
 		}
@@ -88,9 +88,9 @@ func (m *edge) guard(next echo.HandlerFunc, c echo.Context) (err error) {
 	return next(c)
 }
 
-// headerValue is the first value of a header named in canonical form,
-// without Header.Get's canonicalization of the name.
-func headerValue(h http.Header, canonical string) string {
+// HeaderValue is the first value of a header named in canonical form,
+// without Header.Get's canonicalization of the name (a hot path's saving).
+func HeaderValue(h http.Header, canonical string) string {
 	if v := h[canonical]; len(v) > 0 {
 		return v[0]
 	}
