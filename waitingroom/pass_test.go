@@ -195,6 +195,21 @@ func tamper(t testing.TB, tok string) string {
 	return strings.Join(parts, ".")
 }
 
+// admitAlice opens room "ev", admits alice through the line and returns
+// her pass and her lease's expiry.
+func (b *bundle) admitAlice(t *testing.T) (pass string, exp time.Time) {
+	t.Helper()
+	b.openRoom(t, "ev", Settings{})
+	b.join(t, "ev", "alice")
+	b.tick(t, "ev")
+	exp, err := b.line.LeaseExpiry(context.Background(), "ev", "alice")
+	require.NoError(t, err)
+	require.False(t, exp.IsZero())
+	pass, _, err = b.mod.issuer.Issue("ev", "alice", exp, time.Now())
+	require.NoError(t, err)
+	return pass, exp
+}
+
 // The queued checks booking sends with its own Redis calls answer as
 // Verify and Extend do, in one pipeline with keys of other hash tags (one
 // round trip per node of a Cluster).
@@ -203,14 +218,7 @@ func TestQueuedChecksAnswerAsVerify(t *testing.T) {
 	redisKinds(t, func(t *testing.T, rdb redis.UniversalClient) {
 		b := setup(t, rdb, nil)
 		ctx := context.Background()
-		b.openRoom(t, "ev", Settings{})
-		b.join(t, "ev", "alice")
-		b.tick(t, "ev")
-		exp, err := b.line.LeaseExpiry(ctx, "ev", "alice")
-		require.NoError(t, err)
-		require.False(t, exp.IsZero())
-		good, _, err := b.mod.issuer.Issue("ev", "alice", exp, time.Now())
-		require.NoError(t, err)
+		good, exp := b.admitAlice(t)
 		carol, _, err := b.mod.issuer.Issue("ev", "carol", exp, time.Now()) // signed, never admitted
 		require.NoError(t, err)
 		v := b.mod.verifier
@@ -258,13 +266,7 @@ func TestLeaseLuaInACallersScript(t *testing.T) {
 	redisKinds(t, func(t *testing.T, rdb redis.UniversalClient) {
 		b := setup(t, rdb, nil)
 		ctx := context.Background()
-		b.openRoom(t, "ev", Settings{})
-		b.join(t, "ev", "alice")
-		b.tick(t, "ev")
-		exp, err := b.line.LeaseExpiry(ctx, "ev", "alice")
-		require.NoError(t, err)
-		good, _, err := b.mod.issuer.Issue("ev", "alice", exp, time.Now())
-		require.NoError(t, err)
+		good, exp := b.admitAlice(t)
 		require.NoError(t, b.mod.CheckPass(good, "ev", "alice"))
 		require.ErrorIs(t, b.mod.CheckPass(tamper(t, good), "ev", "alice"), ErrNotAdmitted)
 		require.ErrorIs(t, b.mod.CheckPass(good, "ev", "bob"), ErrNotAdmitted)
