@@ -7,12 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/testenv"
@@ -185,23 +183,6 @@ func TestHoldStatementsAreNotPlannedPerExecution(t *testing.T) {
 	}
 }
 
-// redisTrips counts round trips to Redis: a command or a pipeline is one.
-type redisTrips struct{ n atomic.Int64 }
-
-func (c *redisTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *redisTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (c *redisTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 // A successful hold makes two round trips to Redis, one script call each:
 // the gate (the rate, the admission lease and the seat hints) and, after
 // the commit, the lease's and the hints' extension. It made five calls in
@@ -212,7 +193,7 @@ func TestHoldRedisRoundTrips(t *testing.T) {
 	t.Parallel()
 	srv := testenv.NewRedisServer(t)
 	rdb := testenv.RedisClient(t, srv.URL)
-	trips := &redisTrips{}
+	trips := &testenv.RedisTrips{}
 	rdb.AddHook(trips)
 	b := setupWith(t, testenv.Postgres(t), rdb)
 	event, seats := b.event(t, "A:2x10@1000")
@@ -224,21 +205,21 @@ func TestHoldRedisRoundTrips(t *testing.T) {
 		user := b.uid(fmt.Sprintf("buyer%d", i))
 		pass := b.desk.admit(event, user)
 		require.NoError(t, rdb.ConfigResetStat(context.Background()).Err())
-		trips.n.Store(0)
+		trips.Start()
 		res, err := b.holds.Hold(context.Background(), holdInput{User: user, Event: event, Pass: pass, Key: "k", Seats: []int64{seats[2*i], seats[2*i+1]}})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, res.Status)
-		n := trips.n.Load()
+		n, _ := trips.Count()
 		stats, err := rdb.Info(context.Background(), "commandstats").Result()
 		require.NoError(t, err)
 		t.Logf("hold %d: %d round trips to Redis\n%s", i, n, stats)
 		switch i {
 		case 1:
-			require.Equal(t, int64(2), n)
+			require.Equal(t, 2, n)
 			require.Equal(t, 2, commandCalls(stats, "evalsha"), "one script call per round trip")
 			require.Zero(t, commandCalls(stats, "eval"))
 		case 2:
-			require.Equal(t, int64(4), n, "each call refused with NOSCRIPT is sent again once")
+			require.Equal(t, 4, n, "each call refused with NOSCRIPT is sent again once")
 			require.Equal(t, 2, commandCalls(stats, "eval"), "the scripts were sent again")
 		}
 	}

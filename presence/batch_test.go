@@ -18,7 +18,7 @@ import (
 // steps started meanwhile queue behind it; it counts round trips and can
 // run a function before each pipeline.
 type holdFirst struct {
-	roundTrips
+	testenv.RedisTrips
 	entered    chan struct{}
 	release    chan struct{}
 	once       sync.Once
@@ -31,7 +31,7 @@ func newHoldFirst() *holdFirst {
 
 func (h *holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.note(cmd)
+		h.Note(cmd)
 		h.once.Do(func() {
 			close(h.entered)
 			<-h.release
@@ -42,7 +42,7 @@ func (h *holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.note(cmds...)
+		h.Note(cmds...)
 		if h.onPipeline != nil {
 			h.onPipeline()
 		}
@@ -95,7 +95,7 @@ func TestStepsInFlightTogetherShareOneRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	h := newHoldFirst()
 	rdb.AddHook(h)
-	h.start()
+	h.Start()
 	const users = 40
 	res := burst(t, m, h, users)
 	for i, r := range res {
@@ -104,7 +104,8 @@ func TestStepsInFlightTogetherShareOneRoundTrip(t *testing.T) {
 		require.True(t, r.Changed)
 		require.Equal(t, 1, r.Sessions)
 	}
-	require.Equal(t, 2, h.trips, "the held step, then one pipeline of the %d queued: %v", users-1, h.names)
+	trips, names := h.Count()
+	require.Equal(t, 2, trips, "the held step, then one pipeline of the %d queued: %v", users-1, names)
 	for i := range users {
 		require.Equal(t, StatusOnline, statusOf(t, m, fmt.Sprintf("u%d", i)).Status)
 	}
@@ -121,7 +122,7 @@ func TestBatchedStepsSurviveAFlushedScriptCache(t *testing.T) {
 	h := newHoldFirst()
 	h.onPipeline = func() { require.NoError(t, admin.ScriptFlush(context.Background()).Err()) }
 	rdb.AddHook(h)
-	h.start()
+	h.Start()
 	res := burst(t, m, h, 10)
 	for i, r := range res {
 		require.Equal(t, fmt.Sprintf("u%d", i), r.Status.User)
@@ -182,7 +183,7 @@ func TestSubscriptionChangesInFlightShareRoundTrips(t *testing.T) {
 	}
 	h := newHoldFirst()
 	rdb.AddHook(h)
-	h.start()
+	h.Start()
 	held := make(chan error, 1)
 	go func() {
 		_, err := m.st.step(ctx, "holder", "open", store.NewToken()[:16])
@@ -207,7 +208,8 @@ func TestSubscriptionChangesInFlightShareRoundTrips(t *testing.T) {
 	}
 	// One at a time this is 1 + 3 × 30 = 91; batched, each of the three
 	// parts leaves in a couple of pipelines whatever the number of users.
-	require.Less(t, h.trips, users, "round trips: %d", h.trips)
+	trips, _ := h.Count()
+	require.Less(t, trips, users, "round trips: %d", trips)
 	for i := range users {
 		subs, err := rdb.SMembers(ctx, m.keys.user(fmt.Sprintf("u%d", i)).subs).Result()
 		require.NoError(t, err)

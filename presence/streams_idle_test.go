@@ -16,24 +16,23 @@ func TestIdleConsumersBlockInsteadOfPolling(t *testing.T) {
 	t.Parallel()
 	rdb := testenv.Redis(t)
 	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
-	rt := &roundTrips{}
+	rt := &testenv.RedisTrips{}
 	rdb.AddHook(rt)
 	runLifecycle(t, m)
 	openSession(t, m, "idler")
-	rt.start()
+	rt.Start()
 	// The window is the session's life: no ping after the first, so it
 	// expires after ping_interval × miss_budget (2 s here).
 	testenv.Eventually(t, 15*time.Second, func() bool {
 		return statusOf(t, m, "idler").Status == StatusOffline
 	}, "the session expired")
-	rt.mu.Lock()
 	reads := 0
-	for _, name := range rt.names {
+	_, names := rt.Count()
+	for _, name := range names {
 		if name == "xreadgroup" {
 			reads++
 		}
 	}
-	rt.mu.Unlock()
 	// Polling read 2 shards every 10 ms per consumer: 800 reads in 2 s.
 	require.Less(t, reads, 100, "stream reads while the consumers had little to do")
 }

@@ -3,72 +3,14 @@ package presence
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/store"
 )
-
-// roundTrips counts what a Redis client sends: one per command outside a
-// pipeline, one per pipeline.
-type roundTrips struct {
-	mu    sync.Mutex
-	on    bool
-	trips int
-	names []string
-}
-
-func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.note(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.note(cmds...)
-		return next(ctx, cmds)
-	}
-}
-
-func (r *roundTrips) note(cmds ...redis.Cmder) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.on || connectionSetup(cmds) {
-		return
-	}
-	r.trips++
-	for _, c := range cmds {
-		r.names = append(r.names, strings.ToLower(c.Name()))
-	}
-}
-
-// connectionSetup tells the commands a new pool connection sends first,
-// which are no round trip of the code under test.
-func connectionSetup(cmds []redis.Cmder) bool {
-	for _, c := range cmds {
-		switch strings.ToLower(c.Name()) {
-		case "hello", "client", "auth", "select":
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func (r *roundTrips) start() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.on, r.trips, r.names = true, 0, nil
-}
 
 // A connect's subscriptions:set of 20 users takes three round trips (the
 // follower counts, the script, the follower sets) and no WATCH/MULTI/EXEC,
@@ -92,14 +34,15 @@ func TestSubscriptionSetTakesThreeRoundTrips(t *testing.T) {
 	sid := store.NewToken()[:16]
 	_, err = m.st.step(ctx, "alice", "open", sid)
 	require.NoError(t, err)
-	rt := &roundTrips{}
+	rt := &testenv.RedisTrips{}
 	rdb.AddHook(rt)
-	rt.start()
+	rt.Start()
 	change, err := m.st.changeSubscriptions(ctx, "alice", sid, subSet, ids)
 	require.NoError(t, err)
 	require.ElementsMatch(t, ids, change.Added)
-	require.LessOrEqual(t, rt.trips, 3, "round trips: %v", rt.names)
-	for _, name := range rt.names {
+	trips, names := rt.Count()
+	require.LessOrEqual(t, trips, 3, "round trips: %v", names)
+	for _, name := range names {
 		require.NotContains(t, []string{"watch", "multi", "exec", "unwatch"}, name)
 	}
 
