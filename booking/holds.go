@@ -28,6 +28,7 @@ type holdsPlane struct {
 	hints     hints
 	scripts   holdScripts
 	admission Admission
+	writers   *holdWriters
 	cfg       config.Booking
 	m         *metrics
 	log       *slog.Logger
@@ -50,8 +51,10 @@ func newHolds(d holdsDeps) (*holdsPlane, error) {
 		return nil, errors.New("booking: holds need a database, redis, an admission checker, metrics and a logger")
 	}
 	k := keys{ks: d.Keys}
-	return &holdsPlane{db: d.DB, rdb: d.Redis, keys: k, hints: hints{rdb: d.Redis, slot: d.Admission.LeaseSlot},
-		scripts: newHoldScripts(d.Admission.LeaseLua()), admission: d.Admission, cfg: d.Config, m: d.Metrics, log: d.Log}, nil
+	h := &holdsPlane{db: d.DB, rdb: d.Redis, keys: k, hints: hints{rdb: d.Redis, slot: d.Admission.LeaseSlot},
+		scripts: newHoldScripts(d.Admission.LeaseLua()), admission: d.Admission, cfg: d.Config, m: d.Metrics, log: d.Log}
+	h.writers = newHoldWriters(h, d.Config.HoldWriters)
+	return h, nil
 }
 
 // holdInput is one hold request.
@@ -144,9 +147,12 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		return holdResult{}, err
 	}
 	var ended []*released
-	if len(p.reclaim) == 0 {
+	switch {
+	case len(p.reclaim) == 0 && !p.promo:
+		err = h.writers.write(ctx, p)
+	case len(p.reclaim) == 0:
 		err = h.write(ctx, p)
-	} else {
+	default:
 		ended, err = h.writeReclaiming(ctx, p)
 	}
 	if errors.Is(err, errKeyTaken) {

@@ -18,6 +18,10 @@ type metrics struct {
 	fillContention  prometheus.Counter
 	idempotentHits  prometheus.Counter
 	leaseExtendFail prometheus.Counter
+	// Holds written per statement, and batches refused as a whole (their
+	// holds then written one by one).
+	writeBatch        prometheus.Histogram
+	writeBatchRefused prometheus.Counter
 }
 
 // newMetrics registers booking's metrics on reg.
@@ -64,9 +68,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "presenced_booking_lease_extend_failures_total",
 			Help: "Committed holds whose admission lease could not be extended.",
 		}),
+		writeBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "presenced_booking_hold_write_batch_size", Help: "Holds written together in one statement and one commit.",
+			Buckets: []float64{1, 2, 4, 8, 16},
+		}),
+		writeBatchRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presenced_booking_hold_write_batches_refused_total",
+			Help: "Batches of holds refused as a whole (a seat, key or checkout taken since read); their holds were then written one by one.",
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.holdOutcomes, m.holdDuration, m.lockWait, m.hintRejections, m.hintErrors,
-		m.reclaimed, m.cache, m.fillContention, m.idempotentHits, m.leaseExtendFail} {
+		m.reclaimed, m.cache, m.fillContention, m.idempotentHits, m.leaseExtendFail, m.writeBatch, m.writeBatchRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

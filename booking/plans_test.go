@@ -120,6 +120,10 @@ func literals(args []any) string {
 			out[i] = array(len(v), func(j int) string { return fmt.Sprint(v[j]) })
 		case []int32:
 			out[i] = array(len(v), func(j int) string { return fmt.Sprint(v[j]) })
+		case [][]byte:
+			out[i] = array(len(v), func(j int) string { return fmt.Sprintf(`"\\x%x"`, v[j]) })
+		case []time.Time:
+			out[i] = array(len(v), func(j int) string { return `"` + v[j].Format(time.RFC3339Nano) + `"` })
 		case []string:
 			out[i] = array(len(v), func(j int) string {
 				return `"` + strings.ReplaceAll(strings.ReplaceAll(v[j], `\`, `\\`), `"`, `\"`) + `"`
@@ -136,15 +140,16 @@ func literals(args []any) string {
 func holdStatements(event, user string, seats []int64) map[string][]any {
 	res := uuid.NewString()
 	return map[string][]any{
-		"stored":               {selectStored, user, opHold, "k"},
-		"event":                {selectHoldEvent, event, user},
-		"seats":                {selectHoldSeats, seats, event, user, opHold, "k"},
-		"promotion":            {selectHoldPromotion, event, "CODE"},
-		"write":                writeArgs(writeHoldSQL, event, user, res, seats),
-		"write with promotion": writeArgs(writeHoldPromoSQL, event, user, res, seats),
-		"release":              {releaseSeats, res},
-		"sell":                 {sellSeats, res},
-		"lock":                 {lockReservation, res},
+		"stored":                 {selectStored, user, opHold, "k"},
+		"event":                  {selectHoldEvent, event, user},
+		"seats":                  {selectHoldSeats, seats, event, user, opHold, "k"},
+		"promotion":              {selectHoldPromotion, event, "CODE"},
+		"write":                  writeArgs(writeHoldSQL, event, user, res, seats),
+		"write with promotion":   writeArgs(writeHoldPromoSQL, event, user, res, seats),
+		"write of several holds": writeBatchArgs(event, user, seats),
+		"release":                {releaseSeats, res},
+		"sell":                   {sellSeats, res},
+		"lock":                   {lockReservation, res},
 	}
 }
 
@@ -158,6 +163,22 @@ func writeArgs(sql, event, user, res string, seats []int64) []any {
 	}
 	b := &pgx.Batch{}
 	if err := queueHold(b, p); err != nil {
+		panic(err)
+	}
+	return append([]any{b.QueuedQueries[0].SQL}, b.QueuedQueries[0].Arguments...)
+}
+
+// writeBatchArgs are the statement and arguments of a batch of holds, one
+// per seat.
+func writeBatchArgs(event, user string, seats []int64) []any {
+	var ps []*pendingHold
+	for i, s := range seats {
+		ps = append(ps, &pendingHold{in: holdInput{User: fmt.Sprint(user, i), Event: event, Key: "k"}, id: uuid.NewString(),
+			expiresAt: time.Now().Add(time.Hour), currency: "EUR", body: []byte(`{}`), fingerprint: []byte{1, 2, 3},
+			items: []Item{{Seat: s, Section: []string{"A", "B"}[i%2], BasePrice: 100, SurgeBps: 10000, Price: 100}}})
+	}
+	b := &pgx.Batch{}
+	if err := queueHolds(b, ps); err != nil {
 		panic(err)
 	}
 	return append([]any{b.QueuedQueries[0].SQL}, b.QueuedQueries[0].Arguments...)

@@ -12,6 +12,10 @@ type Booking struct {
 	// fails fast as a retryable 503 instead of piling up.
 	LockTimeout      time.Duration `yaml:"lock_timeout"`
 	StatementTimeout time.Duration `yaml:"statement_timeout"`
+	// HoldWriters is how many hold writes one process runs at a time.
+	// Holds that reach their write while all are busy are written
+	// together, in one statement and one commit: fewer writers batch more.
+	HoldWriters int `yaml:"hold_writers"`
 	// The expiry worker's period and batch.
 	ExpiryInterval time.Duration `yaml:"expiry_interval"`
 	ExpiryBatch    int           `yaml:"expiry_batch"`
@@ -47,6 +51,7 @@ func defaultBooking() Booking {
 		MaxSeatsPerHold:  6,
 		LockTimeout:      2 * time.Second,
 		StatementTimeout: 5 * time.Second,
+		HoldWriters:      2,
 		ExpiryInterval:   time.Second,
 		ExpiryBatch:      100,
 		HintClaimTTL:     15 * time.Second,
@@ -65,6 +70,9 @@ func defaultBooking() Booking {
 func (b Booking) validate(bad badFunc) {
 	if b.HoldsPerMinute <= 0 {
 		bad("booking.holds_per_minute", "must be positive")
+	}
+	if b.HoldWriters < 1 || b.HoldWriters > 64 {
+		bad("booking.hold_writers", "must be between 1 and 64")
 	}
 	if b.MaxSeatsPerHold < 1 || b.MaxSeatsPerHold > 50 {
 		bad("booking.max_seats_per_hold", "must be between 1 and 50")

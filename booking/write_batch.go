@@ -1,0 +1,272 @@
+package booking
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Group commit of holds. A hold's write is one statement and one commit,
+// and most of what PostgreSQL spends on it is per statement and per
+// commit, not per seat: binding and starting the plan, compiling the
+// tables' check constraints, the round trip, the WAL flush it waits for.
+// Holds that reach their write while the database is busy with others are
+// therefore written together: one statement and one commit for all of
+// them. A hold that finds a writer free is written at once, alone, exactly
+// as before; only holds that would have waited are joined, so batching
+// adds no latency and grows with the load.
+//
+// A batch is all or nothing: if any of its holds is refused (a seat taken
+// since it was read, a key or a checkout written by a concurrent request),
+// the whole statement fails and each hold is then written alone, so that
+// each gets its own answer. The constraints that make a single hold safe
+// make the batch safe; the batch only takes its locks in the same global
+// orders (keys and reservations by user, seats by id, counters by event,
+// section and shard), so batches and single holds cannot deadlock.
+
+// maxWriteBatch bounds a batch: past it the statement's per-row work
+// dominates, and a failed batch is costly to redo one by one.
+const maxWriteBatch = 16
+
+// errWriteAlone tells a hold whose batch failed to write itself alone.
+var errWriteAlone = errors.New("batch refused: write alone")
+
+// holdWriters admits at most cap(slots) writes at a time; holds arriving
+// while all are busy queue, and the next free writer takes them all.
+type holdWriters struct {
+	h     *holdsPlane
+	slots chan struct{}
+
+	mu    sync.Mutex
+	queue []*queuedWrite
+}
+
+type queuedWrite struct {
+	p     *pendingHold
+	done  chan error
+	taken bool // by a writer; guarded by holdWriters.mu
+}
+
+func newHoldWriters(h *holdsPlane, writers int) *holdWriters {
+	return &holdWriters{h: h, slots: make(chan struct{}, max(writers, 1))}
+}
+
+// write writes p, alone or with the holds queued with it, and returns
+// what its own write returned. It waits for its answer even if ctx ends:
+// once queued, a hold may be committed by another request's writer, and
+// its caller must know whether it was.
+func (w *holdWriters) write(ctx context.Context, p *pendingHold) error {
+	q := &queuedWrite{p: p, done: make(chan error, 1)}
+	w.mu.Lock()
+	w.queue = append(w.queue, q)
+	w.mu.Unlock()
+	for {
+		select {
+		case err := <-q.done:
+			return w.settle(ctx, p, err)
+		case w.slots <- struct{}{}:
+			if batch := w.take(); len(batch) > 0 {
+				w.run(ctx, batch)
+			}
+			<-w.slots
+			if w.taken(q) {
+				// Written by this writer or by another one still
+				// running: either way the answer comes on done.
+				return w.settle(ctx, p, <-q.done)
+			}
+		}
+	}
+}
+
+// settle turns a batch's refusal into a write of p alone.
+func (w *holdWriters) settle(ctx context.Context, p *pendingHold, err error) error {
+	if errors.Is(err, errWriteAlone) {
+		return w.h.write(ctx, p)
+	}
+	return err
+}
+
+// take removes the oldest queued holds, at most maxWriteBatch.
+func (w *holdWriters) take() []*queuedWrite {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := min(len(w.queue), maxWriteBatch)
+	batch := slices.Clone(w.queue[:n])
+	w.queue = slices.Delete(w.queue, 0, n)
+	for _, q := range batch {
+		q.taken = true
+	}
+	return batch
+}
+
+// taken says whether a writer has taken q.
+func (w *holdWriters) taken(q *queuedWrite) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return q.taken
+}
+
+// run writes batch and tells each hold its outcome. It runs for every
+// hold in it, so it does not end with the context of the request that
+// happens to run it; the statement and lock timeouts bound it.
+func (w *holdWriters) run(ctx context.Context, batch []*queuedWrite) {
+	h := w.h
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*(h.cfg.StatementTimeout+h.cfg.LockTimeout))
+	defer cancel()
+	h.m.writeBatch.Observe(float64(len(batch)))
+	if len(batch) == 1 {
+		batch[0].done <- h.write(ctx, batch[0].p)
+		return
+	}
+	ps := make([]*pendingHold, len(batch))
+	for i, q := range batch {
+		ps[i] = q.p
+	}
+	err := h.writeBatch(ctx, ps)
+	if err != nil {
+		h.m.writeBatchRefused.Inc()
+		err = errWriteAlone
+	}
+	for _, q := range batch {
+		q.done <- err
+	}
+}
+
+// writeHoldsSQL writes several holds of seats, without promotion codes, as
+// writeHoldSQL writes one. Each array parameter has one element per hold
+// ($1–$9), per seat ($10–$16), per section counter ($17–$20) or per
+// inventory event ($22–$23). A seat's reservation is found by its position
+// in the seat array: the seats are locked and updated by key, as in a
+// single hold, with no join a planner could turn into a scan.
+const writeHoldsSQL = `
+WITH hold AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bytea[], $5::uuid[], $6::text[],
+		$7::timestamptz[], $8::bigint[], $9::text[])
+		AS h(user_id, key, fingerprint, response, id, event_id, expires_at, total, currency)),
+answer AS (
+	INSERT INTO idempotency_keys (user_id, operation, key, fingerprint, status_code, response)
+	SELECT user_id, $24, key, fingerprint, $25, response FROM hold ORDER BY user_id, key RETURNING 1),
+reservation AS (
+	INSERT INTO reservations (id, event_id, user_id, status, expires_at, total, currency)
+	SELECT id, event_id, user_id, 'PENDING_PAYMENT', expires_at, total, currency FROM hold
+	ORDER BY user_id, event_id RETURNING 1),
+wanted AS (SELECT id FROM seats WHERE id = ANY($11) ORDER BY id FOR UPDATE),
+held AS (
+	UPDATE seats s SET status = 'HELD', reservation_id = ($10::uuid[])[array_position($11::bigint[], s.id)],
+		version = s.version + 1
+	FROM wanted WHERE s.id = wanted.id RETURNING 1),
+items AS (
+	INSERT INTO reservation_items (reservation_id, seat_id, section_id, base_price, surge_bps, discount, price_at_lock, status)
+	SELECT *, 'HELD' FROM unnest($10::uuid[], $11::bigint[], $12::text[], $13::bigint[], $14::int[], $15::bigint[], $16::bigint[])
+	RETURNING 1),
+counted AS (
+	SELECT o.event_id, o.section_id, o.shard, v.n
+	FROM unnest($17::text[], $18::text[], $19::int[], $20::int[]) v(event_id, section_id, shard, n)
+	JOIN section_occupancy o ON o.event_id = v.event_id AND o.section_id = v.section_id AND o.shard = v.shard
+	ORDER BY o.event_id, o.section_id, o.shard FOR UPDATE OF o),
+counters AS (
+	UPDATE section_occupancy o SET taken = o.taken + c.n FROM counted c
+	WHERE o.event_id = c.event_id AND o.section_id = c.section_id AND o.shard = c.shard RETURNING 1),
+events AS (
+	INSERT INTO outbox (kind, aggregate_id, payload)
+	SELECT $21, a, p::jsonb FROM unnest($22::text[], $23::text[]) e(a, p) RETURNING 1)
+SELECT (SELECT count(*) FROM answer), (SELECT count(*) FROM reservation), (SELECT count(*) FROM held),
+       (SELECT count(*) FROM items), (SELECT count(*) FROM counters), (SELECT count(*) FROM events)`
+
+// counterKey is one section counter row a batch adds to.
+type counterKey struct {
+	event, section string
+	shard          int32
+}
+
+// queueHolds adds the writes of several holds without promotion codes to
+// b: one statement. Each section of each event gets one counter row (a
+// random shard, as for a single hold) and one inventory event, however
+// many of the batch's holds took seats in it.
+func queueHolds(b *pgx.Batch, ps []*pendingHold) error {
+	n := len(ps)
+	users, keys, resIDs, events, currencies := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	fps, bodies := make([][]byte, n), make([][]byte, n)
+	expires, totals := make([]time.Time, n), make([]int64, n)
+	var itemRes, secs []string
+	var ids, bases, discounts, prices []int64
+	var surges []int32
+	counted := map[counterKey]int32{}
+	shardOf := map[[2]string]int32{}
+	for i, p := range ps {
+		if p.promo || len(p.reclaim) > 0 {
+			return fmt.Errorf("hold %s cannot be written in a batch", p.id)
+		}
+		users[i], keys[i], resIDs[i], events[i], currencies[i] = p.in.User, p.in.Key, p.id, p.in.Event, p.currency
+		fps[i], bodies[i], expires[i], totals[i] = p.fingerprint, p.body, p.expiresAt, p.total
+		for _, it := range p.items {
+			itemRes, ids, secs = append(itemRes, p.id), append(ids, it.Seat), append(secs, it.Section)
+			bases, surges, discounts, prices = append(bases, it.BasePrice), append(surges, int32(it.SurgeBps)), append(discounts, it.Discount), append(prices, it.Price)
+			sec := [2]string{p.in.Event, it.Section}
+			shard, ok := shardOf[sec]
+			if !ok {
+				shard = int32(rand.IntN(occupancyShards))
+				shardOf[sec] = shard
+			}
+			counted[counterKey{p.in.Event, it.Section, shard}]++
+		}
+	}
+	cEvents, cSections, cShards, cCounts := counterArrays(counted)
+	payloads := make([]string, len(cEvents))
+	for i := range cEvents {
+		body, err := json.Marshal(InventoryChanged{Event: cEvents[i], Section: cSections[i]})
+		if err != nil {
+			return fmt.Errorf("outbox %s: encode payload: %w", KindInventoryChanged, err)
+		}
+		payloads[i] = string(body)
+	}
+	b.Queue(writeHoldsSQL, users, keys, fps, bodies, resIDs, events, expires, totals, currencies,
+		itemRes, ids, secs, bases, surges, discounts, prices,
+		cEvents, cSections, cShards, cCounts, KindInventoryChanged, cEvents, payloads,
+		opHold, http.StatusCreated)
+	return nil
+}
+
+// counterArrays lists the counter rows in their lock order.
+func counterArrays(counted map[counterKey]int32) (events, sections []string, shards, counts []int32) {
+	order := make([]counterKey, 0, len(counted))
+	for k := range counted {
+		order = append(order, k)
+	}
+	slices.SortFunc(order, func(a, b counterKey) int {
+		return cmp.Or(cmp.Compare(a.event, b.event), cmp.Compare(a.section, b.section), cmp.Compare(a.shard, b.shard))
+	})
+	for _, k := range order {
+		events, sections = append(events, k.event), append(sections, k.section)
+		shards, counts = append(shards, k.shard), append(counts, counted[k])
+	}
+	return events, sections, shards, counts
+}
+
+// writeBatch writes several holds in one statement and one commit.
+func (h *holdsPlane) writeBatch(ctx context.Context, ps []*pendingHold) error {
+	b := &pgx.Batch{}
+	b.Queue(setHoldTimeouts, itoa(h.cfg.LockTimeout.Milliseconds()), itoa(h.cfg.StatementTimeout.Milliseconds()))
+	if err := queueHolds(b, ps); err != nil {
+		return err
+	}
+	start := time.Now()
+	err := h.db.SendBatch(ctx, b).Close()
+	took := time.Since(start).Seconds()
+	for range ps {
+		h.m.lockWait.Observe(took)
+	}
+	if err != nil {
+		return storeError("write holds", err)
+	}
+	return nil
+}
