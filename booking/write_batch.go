@@ -74,16 +74,21 @@ func (w *holdWriters) write(ctx context.Context, p *pendingHold) error {
 		case err := <-q.done:
 			return w.settle(ctx, p, err)
 		case w.slots <- struct{}{}:
-			if batch := w.take(); len(batch) > 0 {
-				w.run(ctx, batch)
-			}
-			<-w.slots
+			w.work(ctx)
 			if w.taken(q) {
 				// Written by this writer or by another one still
 				// running: either way the answer comes on done.
 				return w.settle(ctx, p, <-q.done)
 			}
 		}
+	}
+}
+
+// work runs one batch of what is queued, in a slot the caller took.
+func (w *holdWriters) work(ctx context.Context) {
+	defer func() { <-w.slots }()
+	if batch := w.take(); len(batch) > 0 {
+		w.run(ctx, batch)
 	}
 }
 
@@ -119,12 +124,22 @@ func (w *holdWriters) taken(q *queuedWrite) bool {
 // hold in it, so it does not end with the context of the request that
 // happens to run it; the statement and lock timeouts bound it.
 func (w *holdWriters) run(ctx context.Context, batch []*queuedWrite) {
+	answered := 0
+	defer func() {
+		// A panic while writing must not leave the rest of the batch
+		// waiting for ever: they write themselves alone.
+		for _, q := range batch[answered:] {
+			q.done <- errWriteAlone
+		}
+	}()
 	h := w.h
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*(h.cfg.StatementTimeout+h.cfg.LockTimeout))
 	defer cancel()
 	h.m.writeBatch.Observe(float64(len(batch)))
 	if len(batch) == 1 {
-		batch[0].done <- h.write(ctx, batch[0].p)
+		err := h.write(ctx, batch[0].p)
+		batch[0].done <- err
+		answered = 1
 		return
 	}
 	ps := make([]*pendingHold, len(batch))
@@ -138,6 +153,7 @@ func (w *holdWriters) run(ctx context.Context, batch []*queuedWrite) {
 	}
 	for _, q := range batch {
 		q.done <- err
+		answered++
 	}
 }
 
