@@ -255,18 +255,28 @@ func writeError(err error) error {
 // commits at its end. No row is locked before it, and none longer than
 // it takes.
 func (h *holdsPlane) write(ctx context.Context, p *pendingHold) error {
+	if err := h.sendWrites(ctx, 1, func(b *pgx.Batch) error { return queueHold(b, p) }); err != nil {
+		return writeError(err)
+	}
+	return nil
+}
+
+// sendWrites sends the hold timeouts and the writes queue adds as one
+// pipelined batch, which PostgreSQL runs as one implicit transaction, and
+// records its time for each of the holds it writes.
+func (h *holdsPlane) sendWrites(ctx context.Context, holds int, queue func(*pgx.Batch) error) error {
 	b := &pgx.Batch{}
 	b.Queue(setHoldTimeouts, itoa(h.cfg.LockTimeout.Milliseconds()), itoa(h.cfg.StatementTimeout.Milliseconds()))
-	if err := queueHold(b, p); err != nil {
+	if err := queue(b); err != nil {
 		return err
 	}
 	start := time.Now()
 	err := h.db.SendBatch(ctx, b).Close()
-	h.m.lockWait.Observe(time.Since(start).Seconds())
-	if err != nil {
-		return writeError(err)
+	took := time.Since(start).Seconds()
+	for range holds {
+		h.m.lockWait.Observe(took)
 	}
-	return nil
+	return err
 }
 
 // writeReclaiming is the hold that must first end reservations (an expired

@@ -270,18 +270,7 @@ func counterArrays(counted map[counterKey]int32) (events, sections []string, sha
 
 // writeBatch writes several holds in one statement and one commit.
 func (h *holdsPlane) writeBatch(ctx context.Context, ps []*pendingHold) error {
-	b := &pgx.Batch{}
-	b.Queue(setHoldTimeouts, itoa(h.cfg.LockTimeout.Milliseconds()), itoa(h.cfg.StatementTimeout.Milliseconds()))
-	if err := queueHolds(b, ps); err != nil {
-		return err
-	}
-	start := time.Now()
-	err := h.db.SendBatch(ctx, b).Close()
-	took := time.Since(start).Seconds()
-	for range ps {
-		h.m.lockWait.Observe(took)
-	}
-	if err != nil {
+	if err := h.sendWrites(ctx, len(ps), func(b *pgx.Batch) error { return queueHolds(b, ps) }); err != nil {
 		return storeError("write holds", err)
 	}
 	return nil
