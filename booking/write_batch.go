@@ -19,11 +19,13 @@ import (
 // and most of what PostgreSQL spends on it is per statement and per
 // commit, not per seat: binding and starting the plan, compiling the
 // tables' check constraints, the round trip, the WAL flush it waits for.
-// Holds that reach their write while the database is busy with others are
-// therefore written together: one statement and one commit for all of
-// them. A hold that finds a writer free is written at once, alone, exactly
-// as before; only holds that would have waited are joined, so batching
-// adds no latency and grows with the load.
+// A process therefore runs few writes at once (booking.hold_writers), and
+// holds that reach their write while every writer is busy wait for the
+// next free one, which writes them all in one statement and one commit. A
+// hold that finds a writer free is written at once, alone, exactly as
+// before: an idle server waits for nothing, and batches grow with the
+// load. The wait for a writer replaces the wait PostgreSQL's own commit
+// queue would have made.
 //
 // A batch is all or nothing: if any of its holds is refused (a seat taken
 // since it was read, a key or a checkout written by a concurrent request),
