@@ -147,12 +147,9 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		return holdResult{}, err
 	}
 	var ended []*released
-	switch {
-	case len(p.reclaim) == 0 && !p.promo:
+	if len(p.reclaim) == 0 {
 		err = h.writers.write(ctx, p)
-	case len(p.reclaim) == 0:
-		err = h.write(ctx, p)
-	default:
+	} else {
 		ended, err = h.writeReclaiming(ctx, p)
 	}
 	if errors.Is(err, errKeyTaken) {

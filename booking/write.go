@@ -219,11 +219,11 @@ func queueHold(b *pgx.Batch, p *pendingHold) error {
 	shards, counts, payloads := make([]int32, len(sections)), make([]int32, len(sections)), make([]string, len(sections))
 	for i, sec := range sections {
 		shards[i], counts[i] = int32(rand.IntN(occupancyShards)), int32(perSection[sec])
-		body, err := json.Marshal(InventoryChanged{Event: in.Event, Section: sec})
+		body, err := inventoryPayload(in.Event, sec)
 		if err != nil {
-			return fmt.Errorf("outbox %s: encode payload: %w", KindInventoryChanged, err)
+			return err
 		}
-		payloads[i] = string(body)
+		payloads[i] = body
 	}
 	sql, promoCode := writeHoldSQL, (*string)(nil)
 	if p.promo {
@@ -234,6 +234,16 @@ func queueHold(b *pgx.Batch, p *pendingHold) error {
 		ids, secs, bases, surges, discounts, prices,
 		sections, shards, counts, KindInventoryChanged, payloads)
 	return nil
+}
+
+// inventoryPayload is the outbox payload of a section whose seats a hold
+// took, as the write statements insert it.
+func inventoryPayload(event, section string) (string, error) {
+	body, err := json.Marshal(InventoryChanged{Event: event, Section: section})
+	if err != nil {
+		return "", fmt.Errorf("outbox %s: encode payload: %w", KindInventoryChanged, err)
+	}
+	return string(body), nil
 }
 
 // errKeyTaken says that an identical retry committed the key first: the

@@ -3,9 +3,9 @@ package booking
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -62,11 +62,16 @@ func newHoldWriters(h *holdsPlane, writers int) *holdWriters {
 	return &holdWriters{h: h, slots: make(chan struct{}, max(writers, 1))}
 }
 
-// write writes p, alone or with the holds queued with it, and returns
+// write writes p (which ends no reservation first), alone or with the
+// holds queued with it, and returns
 // what its own write returned. It waits for its answer even if ctx ends:
 // once queued, a hold may be committed by another request's writer, and
 // its caller must know whether it was.
 func (w *holdWriters) write(ctx context.Context, p *pendingHold) error {
+	if p.promo {
+		// The batch statement takes no promotion uses.
+		return w.h.write(ctx, p)
+	}
 	q := &queuedWrite{p: p, done: make(chan error, 1)}
 	w.mu.Lock()
 	w.queue = append(w.queue, q)
@@ -148,7 +153,7 @@ func (w *holdWriters) run(ctx context.Context, batch []*queuedWrite) {
 	for i, q := range batch {
 		ps[i] = q.p
 	}
-	err := h.writeBatch(ctx, ps)
+	err := h.sendWrites(ctx, len(ps), func(b *pgx.Batch) error { return queueHolds(b, ps) })
 	if err != nil {
 		h.m.writeBatchRefused.Inc()
 		err = errWriteAlone
@@ -200,11 +205,11 @@ events AS (
 SELECT (SELECT count(*) FROM answer), (SELECT count(*) FROM reservation), (SELECT count(*) FROM held),
        (SELECT count(*) FROM items), (SELECT count(*) FROM counters), (SELECT count(*) FROM events)`
 
-// counterKey is one section counter row a batch adds to.
-type counterKey struct {
-	event, section string
-	shard          int32
-}
+// sectionKey is a section of an event.
+type sectionKey struct{ event, section string }
+
+// sectionCount is what a batch adds to a section: n seats, on one shard.
+type sectionCount struct{ shard, n int32 }
 
 // queueHolds adds the writes of several holds without promotion codes to
 // b: one statement. Each section of each event gets one counter row (a
@@ -218,8 +223,7 @@ func queueHolds(b *pgx.Batch, ps []*pendingHold) error {
 	var itemRes, secs []string
 	var ids, bases, discounts, prices []int64
 	var surges []int32
-	counted := map[counterKey]int32{}
-	shardOf := map[[2]string]int32{}
+	counted := map[sectionKey]*sectionCount{}
 	for i, p := range ps {
 		if p.promo || len(p.reclaim) > 0 {
 			return fmt.Errorf("hold %s cannot be written in a batch", p.id)
@@ -229,23 +233,22 @@ func queueHolds(b *pgx.Batch, ps []*pendingHold) error {
 		for _, it := range p.items {
 			itemRes, ids, secs = append(itemRes, p.id), append(ids, it.Seat), append(secs, it.Section)
 			bases, surges, discounts, prices = append(bases, it.BasePrice), append(surges, int32(it.SurgeBps)), append(discounts, it.Discount), append(prices, it.Price)
-			sec := [2]string{p.in.Event, it.Section}
-			shard, ok := shardOf[sec]
-			if !ok {
-				shard = int32(rand.IntN(occupancyShards))
-				shardOf[sec] = shard
+			c := counted[sectionKey{p.in.Event, it.Section}]
+			if c == nil {
+				c = &sectionCount{shard: int32(rand.IntN(occupancyShards))}
+				counted[sectionKey{p.in.Event, it.Section}] = c
 			}
-			counted[counterKey{p.in.Event, it.Section, shard}]++
+			c.n++
 		}
 	}
 	cEvents, cSections, cShards, cCounts := counterArrays(counted)
 	payloads := make([]string, len(cEvents))
 	for i := range cEvents {
-		body, err := json.Marshal(InventoryChanged{Event: cEvents[i], Section: cSections[i]})
+		body, err := inventoryPayload(cEvents[i], cSections[i])
 		if err != nil {
-			return fmt.Errorf("outbox %s: encode payload: %w", KindInventoryChanged, err)
+			return err
 		}
-		payloads[i] = string(body)
+		payloads[i] = body
 	}
 	b.Queue(writeHoldsSQL, users, keys, fps, bodies, resIDs, events, expires, totals, currencies,
 		itemRes, ids, secs, bases, surges, discounts, prices,
@@ -255,25 +258,13 @@ func queueHolds(b *pgx.Batch, ps []*pendingHold) error {
 }
 
 // counterArrays lists the counter rows in their lock order.
-func counterArrays(counted map[counterKey]int32) (events, sections []string, shards, counts []int32) {
-	order := make([]counterKey, 0, len(counted))
-	for k := range counted {
-		order = append(order, k)
-	}
-	slices.SortFunc(order, func(a, b counterKey) int {
-		return cmp.Or(cmp.Compare(a.event, b.event), cmp.Compare(a.section, b.section), cmp.Compare(a.shard, b.shard))
+func counterArrays(counted map[sectionKey]*sectionCount) (events, sections []string, shards, counts []int32) {
+	order := slices.SortedFunc(maps.Keys(counted), func(a, b sectionKey) int {
+		return cmp.Or(cmp.Compare(a.event, b.event), cmp.Compare(a.section, b.section))
 	})
 	for _, k := range order {
 		events, sections = append(events, k.event), append(sections, k.section)
-		shards, counts = append(shards, k.shard), append(counts, counted[k])
+		shards, counts = append(shards, counted[k].shard), append(counts, counted[k].n)
 	}
 	return events, sections, shards, counts
-}
-
-// writeBatch writes several holds in one statement and one commit.
-func (h *holdsPlane) writeBatch(ctx context.Context, ps []*pendingHold) error {
-	if err := h.sendWrites(ctx, len(ps), func(b *pgx.Batch) error { return queueHolds(b, ps) }); err != nil {
-		return storeError("write holds", err)
-	}
-	return nil
 }
