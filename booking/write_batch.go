@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,11 +20,9 @@ import (
 // tables' check constraints, the round trip, the WAL flush it waits for.
 // A process therefore runs few writes at once (booking.hold_writers), and
 // holds that reach their write while every writer is busy wait for the
-// next free one, which writes them all in one statement and one commit. A
-// hold that finds a writer free is written at once, alone, exactly as
-// before: an idle server waits for nothing, and batches grow with the
-// load. The wait for a writer replaces the wait PostgreSQL's own commit
-// queue would have made.
+// next free one, which writes them all in one statement and one commit
+// (group.go). The wait for a writer replaces the wait PostgreSQL's own
+// commit queue would have made.
 //
 // A batch is all or nothing: if any of its holds is refused (a seat taken
 // since it was read, a key or a checkout written by a concurrent request),
@@ -42,125 +39,54 @@ const maxWriteBatch = 16
 // errWriteAlone tells a hold whose batch failed to write itself alone.
 var errWriteAlone = errors.New("batch refused: write alone")
 
-// holdWriters admits at most cap(slots) writes at a time; holds arriving
-// while all are busy queue, and the next free writer takes them all.
+// holdWriters writes holds, batched by a group.
 type holdWriters struct {
-	h     *holdsPlane
-	slots chan struct{}
-
-	mu    sync.Mutex
-	queue []*queuedWrite
-}
-
-type queuedWrite struct {
-	p     *pendingHold
-	done  chan error
-	taken bool // by a writer; guarded by holdWriters.mu
+	h *holdsPlane
+	*group[*pendingHold]
 }
 
 func newHoldWriters(h *holdsPlane, writers int) *holdWriters {
-	return &holdWriters{h: h, slots: make(chan struct{}, max(writers, 1))}
+	w := &holdWriters{h: h}
+	w.group = newGroup(max(writers, 1), maxWriteBatch, w.run, errWriteAlone)
+	return w
 }
 
 // write writes p (which ends no reservation first), alone or with the
-// holds queued with it, and returns
-// what its own write returned. It waits for its answer even if ctx ends:
-// once queued, a hold may be committed by another request's writer, and
-// its caller must know whether it was.
+// holds queued with it, and returns what its own write returned.
 func (w *holdWriters) write(ctx context.Context, p *pendingHold) error {
 	if p.promo {
 		// The batch statement takes no promotion uses.
 		return w.h.write(ctx, p)
 	}
-	q := &queuedWrite{p: p, done: make(chan error, 1)}
-	w.mu.Lock()
-	w.queue = append(w.queue, q)
-	w.mu.Unlock()
-	for {
-		select {
-		case err := <-q.done:
-			return w.settle(ctx, p, err)
-		case w.slots <- struct{}{}:
-			w.work(ctx)
-			if w.taken(q) {
-				// Written by this writer or by another one still
-				// running: either way the answer comes on done.
-				return w.settle(ctx, p, <-q.done)
-			}
-		}
+	if err := w.do(ctx, p); !errors.Is(err, errWriteAlone) {
+		return err
 	}
-}
-
-// work runs one batch of what is queued, in a slot the caller took.
-func (w *holdWriters) work(ctx context.Context) {
-	defer func() { <-w.slots }()
-	if batch := w.take(); len(batch) > 0 {
-		w.run(ctx, batch)
-	}
-}
-
-// settle turns a batch's refusal into a write of p alone.
-func (w *holdWriters) settle(ctx context.Context, p *pendingHold, err error) error {
-	if errors.Is(err, errWriteAlone) {
-		return w.h.write(ctx, p)
-	}
-	return err
-}
-
-// take removes the oldest queued holds, at most maxWriteBatch.
-func (w *holdWriters) take() []*queuedWrite {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := min(len(w.queue), maxWriteBatch)
-	batch := slices.Clone(w.queue[:n])
-	w.queue = slices.Delete(w.queue, 0, n)
-	for _, q := range batch {
-		q.taken = true
-	}
-	return batch
-}
-
-// taken says whether a writer has taken q.
-func (w *holdWriters) taken(q *queuedWrite) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return q.taken
+	return w.h.write(ctx, p)
 }
 
 // run writes batch and tells each hold its outcome. It runs for every
 // hold in it, so it does not end with the context of the request that
 // happens to run it; the statement and lock timeouts bound it.
-func (w *holdWriters) run(ctx context.Context, batch []*queuedWrite) {
-	answered := 0
-	defer func() {
-		// A panic while writing must not leave the rest of the batch
-		// waiting for ever: they write themselves alone.
-		for _, q := range batch[answered:] {
-			q.done <- errWriteAlone
-		}
-	}()
+func (w *holdWriters) run(ctx context.Context, batch []*member[*pendingHold]) {
 	h := w.h
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*(h.cfg.StatementTimeout+h.cfg.LockTimeout))
 	defer cancel()
 	h.m.writeBatch.Observe(float64(len(batch)))
 	if len(batch) == 1 {
-		err := h.write(ctx, batch[0].p)
-		batch[0].done <- err
-		answered = 1
+		batch[0].answer(h.write(ctx, batch[0].item))
 		return
 	}
 	ps := make([]*pendingHold, len(batch))
-	for i, q := range batch {
-		ps[i] = q.p
+	for i, m := range batch {
+		ps[i] = m.item
 	}
 	err := h.sendWrites(ctx, len(ps), func(b *pgx.Batch) error { return queueHolds(b, ps) })
 	if err != nil {
 		h.m.writeBatchRefused.Inc()
 		err = errWriteAlone
 	}
-	for _, q := range batch {
-		q.done <- err
-		answered++
+	for _, m := range batch {
+		m.answer(err)
 	}
 }
 

@@ -61,30 +61,30 @@ func (hw *heldWrites) wait() map[string]holdAnswer {
 	return hw.answers
 }
 
-// blockWriters takes every write slot, so that holds queue; the returned
-// function frees them.
-func (b *bundle) blockWriters() func() {
-	w := b.holds.writers
-	for range cap(w.slots) {
-		w.slots <- struct{}{}
+// blockSlots takes every slot of g, so that its callers queue; the
+// returned function frees them.
+func blockSlots[T any](g *group[T]) func() {
+	for range cap(g.slots) {
+		g.slots <- struct{}{}
 	}
 	return func() {
-		for range cap(w.slots) {
-			<-w.slots
+		for range cap(g.slots) {
+			<-g.slots
 		}
 	}
 }
 
-// waitQueued waits until n holds wait for a writer.
-func (b *bundle) waitQueued(t *testing.T, n int) {
+// waitQueued waits until n callers wait for a slot of g.
+func waitQueued[T any](t *testing.T, g *group[T], n int) {
 	t.Helper()
-	w := b.holds.writers
-	require.Eventually(t, func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return len(w.queue) == n
-	}, 10*time.Second, 2*time.Millisecond, "%d holds queued for a writer", n)
+	require.Eventually(t, func() bool { return g.queued() == n }, 10*time.Second, 2*time.Millisecond, "%d queued", n)
 }
+
+// blockWriters takes every write slot, so that holds queue.
+func (b *bundle) blockWriters() func() { return blockSlots(b.holds.writers.group) }
+
+// waitQueued waits until n holds wait for a writer.
+func (b *bundle) waitQueued(t *testing.T, n int) { t.Helper(); waitQueued(t, b.holds.writers.group, n) }
 
 func histogramOf(t *testing.T, m interface{ Write(*dto.Metric) error }) (count uint64, sum float64) {
 	t.Helper()
