@@ -117,22 +117,38 @@ type promotionRow struct {
 	expired       bool
 }
 
-// read is the first round trip: one pipelined batch of key lookups.
+// read is the first round trip: one pipelined batch of key lookups, alone
+// or with the reads of other holds (holdReaders).
 func (h *holdsPlane) read(ctx context.Context, in holdInput, seats []int64) (*holdView, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout)
 	defer cancel()
-	// Each statement reads its own snapshot; the seats and the stored
-	// answer share one (selectHoldSeats).
 	b := &pgx.Batch{}
+	queueRead(b, in, seats)
+	res := h.db.SendBatch(ctx, b)
+	defer res.Close()
+	v, err := scanRead(res, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := res.Close(); err != nil {
+		return nil, storeError("read hold", err)
+	}
+	return v, nil
+}
+
+// queueRead adds a hold's lookups to b. Each statement reads its own
+// snapshot; the seats and the stored answer share one (selectHoldSeats).
+func queueRead(b *pgx.Batch, in holdInput, seats []int64) {
 	b.Queue(selectHoldEvent, in.Event, in.User)
 	b.Queue(selectHoldSeats, seats, in.Event, in.User, opHold, in.Key)
 	if in.PromoCode != "" {
 		b.Queue(selectHoldPromotion, in.Event, in.PromoCode)
 	}
-	res := h.db.SendBatch(ctx, b)
-	defer res.Close()
-	v := &holdView{}
+}
 
+// scanRead reads the results of a hold's lookups, in queueRead's order.
+func scanRead(res pgx.BatchResults, in holdInput) (*holdView, error) {
+	v := &holdView{}
 	var ev eventRow
 	var pendingID *string
 	var pendingDue *bool
@@ -198,9 +214,6 @@ func (h *holdsPlane) read(ctx context.Context, in holdInput, seats []int64) (*ho
 		case !errors.Is(err, pgx.ErrNoRows):
 			return nil, storeError("read promotion", err)
 		}
-	}
-	if err := res.Close(); err != nil {
-		return nil, storeError("read hold", err)
 	}
 	return v, nil
 }

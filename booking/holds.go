@@ -28,6 +28,7 @@ type holdsPlane struct {
 	hints     hints
 	scripts   holdScripts
 	admission Admission
+	readers   *holdReaders
 	writers   *holdWriters
 	cfg       config.Booking
 	m         *metrics
@@ -53,6 +54,7 @@ func newHolds(d holdsDeps) (*holdsPlane, error) {
 	k := keys{ks: d.Keys}
 	h := &holdsPlane{db: d.DB, rdb: d.Redis, keys: k, hints: hints{rdb: d.Redis, slot: d.Admission.LeaseSlot},
 		scripts: newHoldScripts(d.Admission.LeaseLua()), admission: d.Admission, cfg: d.Config, m: d.Metrics, log: d.Log}
+	h.readers = newHoldReaders(h, d.Config.HoldReaders)
 	h.writers = newHoldWriters(h, d.Config.HoldWriters)
 	return h, nil
 }
@@ -130,7 +132,7 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		}
 	}()
 
-	view, err := h.read(ctx, in, seats)
+	view, err := h.readers.read(ctx, in, seats)
 	if err != nil {
 		return holdResult{}, err
 	}

@@ -22,6 +22,8 @@ type metrics struct {
 	// holds then written one by one).
 	writeBatch        prometheus.Histogram
 	writeBatchRefused prometheus.Counter
+	readBatch         prometheus.Histogram
+	readBatchFailed   prometheus.Counter
 }
 
 // newMetrics registers booking's metrics on reg.
@@ -76,9 +78,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "presenced_booking_hold_write_batches_refused_total",
 			Help: "Batches of holds refused as a whole (a seat, key or checkout taken since read); their holds were then written one by one.",
 		}),
+		readBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "presenced_booking_hold_read_batch_size", Help: "Holds read together in one round trip.",
+			Buckets: []float64{1, 2, 4, 8, 16},
+		}),
+		readBatchFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presenced_booking_hold_read_batches_failed_total",
+			Help: "Batches of hold reads that failed as a whole (a statement failed); their holds were then read one by one.",
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.holdOutcomes, m.holdDuration, m.lockWait, m.hintRejections, m.hintErrors,
-		m.reclaimed, m.cache, m.fillContention, m.idempotentHits, m.leaseExtendFail, m.writeBatch, m.writeBatchRefused} {
+		m.reclaimed, m.cache, m.fillContention, m.idempotentHits, m.leaseExtendFail, m.writeBatch, m.writeBatchRefused,
+		m.readBatch, m.readBatchFailed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

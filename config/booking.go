@@ -16,6 +16,10 @@ type Booking struct {
 	// Holds that reach their write while all are busy are written
 	// together, in one statement and one commit: fewer writers batch more.
 	HoldWriters int `yaml:"hold_writers"`
+	// HoldReaders is how many hold reads (the first round trip) one
+	// process runs at a time; reads arriving while all are busy go
+	// together in one round trip.
+	HoldReaders int `yaml:"hold_readers"`
 	// The expiry worker's period and batch.
 	ExpiryInterval time.Duration `yaml:"expiry_interval"`
 	ExpiryBatch    int           `yaml:"expiry_batch"`
@@ -52,6 +56,7 @@ func defaultBooking() Booking {
 		LockTimeout:      2 * time.Second,
 		StatementTimeout: 5 * time.Second,
 		HoldWriters:      2,
+		HoldReaders:      1,
 		ExpiryInterval:   time.Second,
 		ExpiryBatch:      100,
 		HintClaimTTL:     15 * time.Second,
@@ -73,6 +78,9 @@ func (b Booking) validate(bad badFunc) {
 	}
 	if b.HoldWriters < 1 || b.HoldWriters > 64 {
 		bad("booking.hold_writers", "must be between 1 and 64")
+	}
+	if b.HoldReaders < 1 || b.HoldReaders > 64 {
+		bad("booking.hold_readers", "must be between 1 and 64")
 	}
 	if b.MaxSeatsPerHold < 1 || b.MaxSeatsPerHold > 50 {
 		bad("booking.max_seats_per_hold", "must be between 1 and 50")
