@@ -53,11 +53,12 @@ func (r *holdReaders) read(ctx context.Context, in holdInput, seats []int64) (*h
 	return p.view, err
 }
 
-// run reads batch and answers each hold. A batch of one is the caller's
-// own read, with its own context; a larger one runs for all its holds, so
-// it does not end with the context of the request that happens to run it.
+// run reads batch and answers each hold. The caller running it may read
+// other callers' holds (even a batch of one), so the read does not end
+// with that caller's context; the statement timeout bounds it.
 func (r *holdReaders) run(ctx context.Context, batch []*member[*pendingRead]) {
 	h := r.h
+	ctx = context.WithoutCancel(ctx)
 	h.m.readBatch.Observe(float64(len(batch)))
 	if len(batch) == 1 {
 		p := batch[0].item
@@ -66,7 +67,7 @@ func (r *holdReaders) run(ctx context.Context, batch []*member[*pendingRead]) {
 		batch[0].answer(err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.StatementTimeout)
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout)
 	defer cancel()
 	b := &pgx.Batch{}
 	for _, m := range batch {
