@@ -27,10 +27,10 @@ type group[T any] struct {
 	queue []*member[T]
 }
 
-// newGroup makes a group running at most slots batches at once, each of
-// at most max members.
-func newGroup[T any](slots, max int, run func(context.Context, []*member[T]), unanswered error) *group[T] {
-	return &group[T]{slots: make(chan struct{}, slots), max: max, run: run, unanswered: unanswered}
+// newGroup makes a group running at most slots batches at once (at least
+// one), each of at most batch members.
+func newGroup[T any](slots, batch int, run func(context.Context, []*member[T]), unanswered error) *group[T] {
+	return &group[T]{slots: make(chan struct{}, max(slots, 1)), max: batch, run: run, unanswered: unanswered}
 }
 
 // member is one caller's work in a group.

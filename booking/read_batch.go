@@ -39,7 +39,7 @@ type holdReaders struct {
 
 func newHoldReaders(h *holdsPlane, readers int) *holdReaders {
 	r := &holdReaders{h: h}
-	r.group = newGroup(max(readers, 1), maxReadBatch, r.run, errReadAlone)
+	r.group = newGroup(readers, maxReadBatch, r.run, errReadAlone)
 	return r
 }
 

@@ -47,7 +47,7 @@ type holdWriters struct {
 
 func newHoldWriters(h *holdsPlane, writers int) *holdWriters {
 	w := &holdWriters{h: h}
-	w.group = newGroup(max(writers, 1), maxWriteBatch, w.run, errWriteAlone)
+	w.group = newGroup(writers, maxWriteBatch, w.run, errWriteAlone)
 	return w
 }
 
