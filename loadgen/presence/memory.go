@@ -2,6 +2,7 @@ package presence
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -53,8 +54,7 @@ func reportMemory(r *loadgen.Runner, before, after memory, follow int) {
 	}
 	n := float64(after.conns - before.conns)
 	kib := func(a, b int64) float64 { return float64(a-b) / n / 1024 }
-	r.AddFigure("server RSS per connection", "%.1f KiB (%d -> %d connections on the gateways, %d subscriptions each; RSS %.0f -> %.0f MiB)",
-		kib(after.rss, before.rss), before.conns, after.conns, follow, float64(before.rss)/(1<<20), float64(after.rss)/(1<<20))
+	r.AddFigure("server RSS per connection", "%s", rssFigure(before, after, follow))
 	// Heap counts garbage not yet collected: a collection between the
 	// readings can make a difference negative, and then it says nothing.
 	if after.heapAlloc >= before.heapAlloc && after.stack >= before.stack {
@@ -64,4 +64,18 @@ func reportMemory(r *loadgen.Runner, before, after memory, follow int) {
 	} else {
 		r.AddFigure("of which Go heap / stacks", "not measurable in this run (the gateway collected garbage between the readings)")
 	}
+}
+
+// rssFigure is the gateways' RSS per connection opened between before and
+// after (which opened some).
+func rssFigure(before, after memory, follow int) string {
+	if after.rss < before.rss {
+		// A gateway that held more before (an earlier run) gives memory
+		// back to the system while this one connects.
+		return fmt.Sprintf("not measurable in this run (RSS fell from %.0f to %.0f MiB: the gateways returned memory of earlier connections); measure on fresh gateways",
+			float64(before.rss)/(1<<20), float64(after.rss)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f KiB (%d -> %d connections on the gateways, %d subscriptions each; RSS %.0f -> %.0f MiB)",
+		float64(after.rss-before.rss)/float64(after.conns-before.conns)/1024, before.conns, after.conns, follow,
+		float64(before.rss)/(1<<20), float64(after.rss)/(1<<20))
 }

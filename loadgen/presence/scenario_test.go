@@ -89,3 +89,15 @@ func TestCPUFigureNamesEachServer(t *testing.T) {
 	one := cpuSample{at: t0.Add(10 * time.Second), server: 5, redis: 2, self: 3, perServer: []float64{5}}
 	require.Contains(t, one.since(cpuSample{at: t0, server: 1, redis: 1, self: 1, perServer: []float64{1}}), "server 40.0 %, Redis")
 }
+
+// Memory per connection is reported only when the readings can say it: a
+// gateway that gave memory of earlier connections back to the system while
+// this run connected gets no negative figure.
+func TestMemoryFigureRefusesAFallingRSS(t *testing.T) {
+	t.Parallel()
+	before := memory{ok: true, rss: 40 << 20, heapAlloc: 10 << 20, stack: 1 << 20}
+	grew := memory{ok: true, rss: 60 << 20, heapAlloc: 20 << 20, stack: 1 << 20, conns: 1024}
+	require.Equal(t, "20.0 KiB (0 -> 1024 connections on the gateways, 20 subscriptions each; RSS 40 -> 60 MiB)", rssFigure(before, grew, 20))
+	fell := memory{ok: true, rss: 30 << 20, heapAlloc: 20 << 20, stack: 1 << 20, conns: 1024}
+	require.Contains(t, rssFigure(before, fell, 20), "not measurable in this run (RSS fell from 40 to 30 MiB")
+}
