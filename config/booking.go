@@ -15,6 +15,10 @@ type Booking struct {
 	// HoldWriters is how many hold writes one process runs at a time.
 	// Holds that reach their write while all are busy are written
 	// together, in one statement and one commit: fewer writers batch more.
+	// One suits a process whose holds are CPU-bound (two cores shared
+	// with PostgreSQL and Redis); raise it where holds wait on the
+	// commit's flush with cores idle, or where a hold's seat lock is
+	// often contended, as a lock wait holds up the writes queued behind it.
 	HoldWriters int `yaml:"hold_writers"`
 	// HoldReaders is how many hold reads (the first round trip) one
 	// process runs at a time; reads arriving while all are busy go
@@ -55,7 +59,7 @@ func defaultBooking() Booking {
 		MaxSeatsPerHold:  6,
 		LockTimeout:      2 * time.Second,
 		StatementTimeout: 5 * time.Second,
-		HoldWriters:      2,
+		HoldWriters:      1,
 		HoldReaders:      1,
 		ExpiryInterval:   time.Second,
 		ExpiryBatch:      100,
