@@ -53,7 +53,7 @@ func reportMemory(r *loadgen.Runner, before, after memory, follow int) {
 		return
 	}
 	n := float64(after.conns - before.conns)
-	kib := func(a, b int64) float64 { return float64(a-b) / n / 1024 }
+	kib := func(a, b int64) float64 { return perConnKiB(before, after, a, b) }
 	r.AddFigure("server RSS per connection", "%s", rssFigure(before, after, follow))
 	// Heap counts garbage not yet collected: a collection between the
 	// readings can make a difference negative, and then it says nothing.
@@ -76,6 +76,12 @@ func rssFigure(before, after memory, follow int) string {
 			float64(before.rss)/(1<<20), float64(after.rss)/(1<<20))
 	}
 	return fmt.Sprintf("%.1f KiB (%d -> %d connections on the gateways, %d subscriptions each; RSS %.0f -> %.0f MiB)",
-		float64(after.rss-before.rss)/float64(after.conns-before.conns)/1024, before.conns, after.conns, follow,
+		perConnKiB(before, after, after.rss, before.rss), before.conns, after.conns, follow,
 		float64(before.rss)/(1<<20), float64(after.rss)/(1<<20))
+}
+
+// perConnKiB spreads a figure's growth from b to a over the connections
+// opened between before and after.
+func perConnKiB(before, after memory, a, b int64) float64 {
+	return float64(a-b) / float64(after.conns-before.conns) / 1024
 }
