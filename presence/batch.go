@@ -24,19 +24,23 @@ const maxBatch = 128
 type batcher struct {
 	rdb redis.UniversalClient
 
-	mu    sync.Mutex
-	busy  bool // a batch is in flight
-	queue []*batchCall
+	mu      sync.Mutex
+	busy    bool // a batch is in flight
+	sending int  // the calls of the batch in flight
+	queue   []*batchCall
 }
 
 // batchCall is one call waiting for its batch.
 type batchCall struct {
 	// alone sends the call by itself (nil: a pipeline of one); queue adds
 	// its commands to a batch's pipeline and read takes their results once
-	// it ran (retrying what Redis refused with NOSCRIPT, which did not run).
-	alone func(ctx context.Context, rdb redis.UniversalClient)
-	queue func(ctx context.Context, p redis.Pipeliner)
-	read  func(ctx context.Context, rdb redis.UniversalClient)
+	// it ran. read reports false when Redis refused a script call with
+	// NOSCRIPT (it did not run; a restart or SCRIPT FLUSH): requeue then
+	// queues it again with the script's source, and read runs once more.
+	alone   func(ctx context.Context, rdb redis.UniversalClient)
+	queue   func(ctx context.Context, p redis.Pipeliner)
+	read    func() bool
+	requeue func(ctx context.Context, p redis.Pipeliner)
 	// err is set when the call gave up before it was sent.
 	err error
 	// wake closes when the call ran, or when it is to send the batch it
@@ -64,7 +68,7 @@ func (b *batcher) do(ctx context.Context, c *batchCall) error {
 		}
 		return nil
 	}
-	b.busy = true
+	b.busy, b.sending = true, 1
 	b.mu.Unlock()
 	b.send(ctx, []*batchCall{c})
 	return nil
@@ -98,26 +102,19 @@ func (b *batcher) send(ctx context.Context, batch []*batchCall) {
 	if len(batch) == 1 && batch[0].alone != nil {
 		batch[0].alone(ctx, b.rdb)
 	} else {
-		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range batch {
-				c.queue(ctx, p)
-			}
-			return nil
-		})
-		for _, c := range batch {
-			c.read(ctx, b.rdb)
-		}
+		b.run(ctx, batch)
 	}
 	for _, c := range batch[1:] {
 		close(c.wake)
 	}
 	b.mu.Lock()
 	if len(b.queue) == 0 {
-		b.busy = false
+		b.busy, b.sending = false, 0
 		b.mu.Unlock()
 		return
 	}
 	n := min(len(b.queue), maxBatch)
+	b.sending = n
 	next := make([]*batchCall, n)
 	copy(next, b.queue)
 	b.queue = append(b.queue[:0], b.queue[n:]...)
@@ -126,9 +123,39 @@ func (b *batcher) send(ctx context.Context, batch []*batchCall) {
 	close(next[0].wake)
 }
 
+// run sends batch in one pipeline, and what Redis refused with NOSCRIPT
+// in a second: after a restart, a burst of reconnecting sessions costs one
+// more round trip, not one more per call.
+func (b *batcher) run(ctx context.Context, batch []*batchCall) {
+	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range batch {
+			c.queue(ctx, p)
+		}
+		return nil
+	})
+	var refused []*batchCall
+	for _, c := range batch {
+		if !c.read() {
+			refused = append(refused, c)
+		}
+	}
+	if len(refused) == 0 {
+		return
+	}
+	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range refused {
+			c.requeue(ctx, p)
+		}
+		return nil
+	})
+	for _, c := range refused {
+		c.read()
+	}
+}
+
 // noScript reports an error of a script call Redis did not run because it
 // did not know the script (a restart or SCRIPT FLUSH): the call may be sent
-// again, through Run, which loads it.
+// again, with the script's source.
 func noScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
@@ -143,12 +170,11 @@ func (b *batcher) runScript(ctx context.Context, s scriptRunner, keys []string, 
 			res, err = s.Run(ctx, rdb, keys, argv...).Slice()
 		},
 		queue: func(ctx context.Context, p redis.Pipeliner) { cmd = s.Queue(ctx, p, keys, argv...) },
-		read: func(ctx context.Context, rdb redis.UniversalClient) {
+		read: func() bool {
 			res, err = cmd.Slice()
-			if noScript(err) {
-				res, err = s.Run(ctx, rdb, keys, argv...).Slice()
-			}
+			return !noScript(err)
 		},
+		requeue: func(ctx context.Context, p redis.Pipeliner) { cmd = s.QueueSource(ctx, p, keys, argv...) },
 	}
 	if qerr := b.do(ctx, c); qerr != nil {
 		return nil, qerr
@@ -160,6 +186,7 @@ func (b *batcher) runScript(ctx context.Context, s scriptRunner, keys []string, 
 type scriptRunner interface {
 	Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd
 	Queue(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd
+	QueueSource(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd
 }
 
 // pipeline runs the commands fill queues as one call of the batcher (a
@@ -169,7 +196,7 @@ func (b *batcher) pipeline(ctx context.Context, fill func(ctx context.Context, p
 	var cmds []redis.Cmder
 	c := &batchCall{
 		queue: func(ctx context.Context, p redis.Pipeliner) { cmds = fill(ctx, p) },
-		read:  func(context.Context, redis.UniversalClient) {},
+		read:  func() bool { return true },
 	}
 	if err := b.do(ctx, c); err != nil {
 		return err

@@ -35,6 +35,13 @@ func (s *Script) Queue(ctx context.Context, p redis.Pipeliner, keys []string, ar
 	return p.EvalSha(ctx, s.s.Hash(), keys, args...)
 }
 
+// QueueSource adds the script to a pipeline with its source (EVAL): longer
+// than Queue, but it runs on a Redis that does not know the script (and
+// teaches it), so calls refused with NOSCRIPT can be sent again together.
+func (s *Script) QueueSource(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	return s.s.Eval(ctx, p, keys, args...)
+}
+
 // Pipelined runs fill on a fresh pipeline and executes it; when Redis
 // answers NOSCRIPT it loads the script everywhere and runs once more (see
 // the package function Pipelined).
