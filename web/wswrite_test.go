@@ -17,7 +17,11 @@ import (
 // still goes out: the slow path leaves no deadline behind.
 func TestFramesBiggerThanTheSocketBufferArriveWhole(t *testing.T) {
 	eachReader(t, func(t *testing.T, park bool) {
-		const timeout = time.Second
+		// Each frame that waits for room may wait this long: the reader
+		// starts 300 ms late and must then drain 16 MiB, which on a busy
+		// machine under -race took longer than a second (the server, rightly,
+		// dropped the connection).
+		const timeout = 3 * time.Second
 		b := setupServe(t, parking(park, func(c *config.Config) {
 			c.Realtime.WriteTimeout = timeout
 		}))
@@ -34,7 +38,7 @@ func TestFramesBiggerThanTheSocketBufferArriveWhole(t *testing.T) {
 			require.Equal(t, byte(opText), op)
 			require.True(t, bytes.Equal(want, got), "frame %d arrived damaged (%d bytes)", i, len(got))
 		}
-		time.Sleep(2 * timeout)
+		time.Sleep(timeout + time.Second)
 		for i := range 3 {
 			msg := fmt.Sprintf("after the deadline %d", i)
 			require.True(t, conn.Send([]byte(msg)))
