@@ -25,8 +25,7 @@ type batcher struct {
 	rdb redis.UniversalClient
 
 	mu      sync.Mutex
-	busy    bool // a batch is in flight
-	sending int  // the calls of the batch in flight
+	sending int // the calls of the batch in flight; 0: none is
 	queue   []*batchCall
 }
 
@@ -55,7 +54,7 @@ type batchCall struct {
 func (b *batcher) do(ctx context.Context, c *batchCall) error {
 	c.wake = make(chan struct{})
 	b.mu.Lock()
-	if b.busy {
+	if b.sending > 0 {
 		b.queue = append(b.queue, c)
 		b.mu.Unlock()
 		b.wait(ctx, c)
@@ -68,7 +67,7 @@ func (b *batcher) do(ctx context.Context, c *batchCall) error {
 		}
 		return nil
 	}
-	b.busy, b.sending = true, 1
+	b.sending = 1
 	b.mu.Unlock()
 	b.send(ctx, []*batchCall{c})
 	return nil
@@ -109,7 +108,7 @@ func (b *batcher) send(ctx context.Context, batch []*batchCall) {
 	}
 	b.mu.Lock()
 	if len(b.queue) == 0 {
-		b.busy, b.sending = false, 0
+		b.sending = 0
 		b.mu.Unlock()
 		return
 	}
