@@ -247,7 +247,7 @@ func (s *Sockets) Upgrade(c echo.Context, kind string) (*Conn, error) {
 	conn := &Conn{nc: nc, s: s, kind: kind}
 	conn.limit.Store(s.cfg.MaxMessageBytes)
 	conn.lastRead.Store(now)
-	conn.nextPing.Store(now + int64(s.cfg.PingInterval))
+	conn.nextPing.Store(now + int64(firstPing(s.cfg.PingInterval)))
 	if sc, ok := nc.(syscall.Conn); ok && s.poller != nil {
 		if raw, err := sc.SyscallConn(); err == nil {
 			conn.raw = raw
