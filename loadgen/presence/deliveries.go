@@ -55,6 +55,25 @@ func (c *loadConn) replied(seq string, v int64) {
 	c.mu.Unlock()
 }
 
+// reserveReceipts sizes each connection's receipt list for the window d,
+// so recording does not regrow it (garbage the collector would have to
+// take in the window).
+func (run *loadRun) reserveReceipts(d time.Duration) {
+	l := run.l
+	if len(run.conns) == 0 {
+		return
+	}
+	// Every process changes its users at the same rate, so a follower
+	// receives about rate × window × follows / users of this process.
+	per := l.changes * d.Seconds() * float64(l.follow) / float64(len(run.conns))
+	n := min(int(per*1.25)+16, 1<<16)
+	for _, c := range run.conns {
+		c.mu.Lock()
+		c.obs = slices.Grow(c.obs, n)
+		c.mu.Unlock()
+	}
+}
+
 // observe records an update received by c, and feeds the storm's
 // time-to-offline.
 func (run *loadRun) observe(c *loadConn, st presence.Status, now time.Time) {
@@ -88,6 +107,10 @@ func (run *loadRun) observe(c *loadConn, st presence.Status, now time.Time) {
 func (run *loadRun) steady(ctx context.Context, meter *cpuMeter) {
 	l := run.l
 	d := l.steadyDuration(run.r)
+	run.reserveReceipts(d)
+	// From here on the load generator's own collections would count as
+	// the server's latency.
+	releaseGC := loadgen.HoldCollector(512 << 20)
 	run.recordOn.Store(true)
 	sctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -133,9 +156,11 @@ func (run *loadRun) steady(ctx context.Context, meter *cpuMeter) {
 		}
 	}
 	run.recordOn.Store(false)
+	collections := releaseGC()
 	run.r.AddFigure("status changes", "%d in %s (%.0f/s) by %d users, %d followers each (%s)",
 		sent, el.Round(time.Millisecond), float64(sent)/el.Seconds(), len(run.conns), l.follow, l.shape)
 	run.r.AddFigure("CPU during the changes", "%s", cpu1.since(cpu0))
+	run.r.AddFigure("loadgen collections", "%d while receipts were recorded (its collector is held off then, up to a memory limit)", collections)
 	run.checkDeliveries()
 }
 
