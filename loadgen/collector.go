@@ -3,6 +3,7 @@ package loadgen
 import (
 	"runtime"
 	"runtime/debug"
+	"sync"
 )
 
 // HoldCollector keeps this process's garbage collector out of a measured
@@ -14,20 +15,44 @@ import (
 // twice what the process holds plus headroom bytes; past the limit it
 // collects as usual, so a long window cannot run the machine out of
 // memory. The returned function restores the settings and reports how
-// many collections ran in the window, for the summary.
+// many collections ran in the window, for the summary. Holds may overlap
+// (scenarios run side by side in tests): the last release restores.
 func HoldCollector(headroom uint64) (release func() uint32) {
-	runtime.GC()
+	held.Lock()
+	defer held.Unlock()
 	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	held := m.Sys - m.HeapReleased
-	limit := min(2*held+headroom, 1<<62)
-	oldLimit := debug.SetMemoryLimit(int64(limit))
-	oldPercent := debug.SetGCPercent(-1)
-	start := m.NumGC
-	return func() uint32 {
-		debug.SetGCPercent(oldPercent)
-		debug.SetMemoryLimit(oldLimit)
+	if held.depth == 0 {
+		runtime.GC()
 		runtime.ReadMemStats(&m)
-		return m.NumGC - start
+		limit := min(2*(m.Sys-m.HeapReleased)+headroom, 1<<62)
+		held.limit = debug.SetMemoryLimit(int64(limit))
+		held.percent = debug.SetGCPercent(-1)
+	} else {
+		runtime.ReadMemStats(&m)
 	}
+	held.depth++
+	start := m.NumGC
+	var once sync.Once
+	var n uint32
+	return func() uint32 {
+		once.Do(func() {
+			held.Lock()
+			defer held.Unlock()
+			if held.depth--; held.depth == 0 {
+				debug.SetGCPercent(held.percent)
+				debug.SetMemoryLimit(held.limit)
+			}
+			runtime.ReadMemStats(&m)
+			n = m.NumGC - start
+		})
+		return n
+	}
+}
+
+// held is the collector settings HoldCollector saved.
+var held struct {
+	sync.Mutex
+	depth   int
+	percent int
+	limit   int64
 }

@@ -25,3 +25,16 @@ func TestHoldCollectorKeepsCollectionsOutOfTheWindow(t *testing.T) {
 	require.Equal(t, 100, debug.SetGCPercent(100), "GC percent restored")
 	require.Equal(t, limit, debug.SetMemoryLimit(-1), "memory limit restored")
 }
+
+// Overlapping holds restore the settings once, when the last ends.
+func TestOverlappingHoldsRestoreOnce(t *testing.T) {
+	percent := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(percent)
+
+	first := HoldCollector(1 << 20)
+	second := HoldCollector(1 << 20)
+	first()
+	require.Equal(t, -1, debug.SetGCPercent(-1), "still held while the second hold lasts")
+	second()
+	require.Equal(t, 100, debug.SetGCPercent(100), "restored after the last")
+}

@@ -26,8 +26,9 @@ import (
 
 // change is one status change sent by a user of this process.
 type change struct {
-	sent int64 // Unix ns, just before the frame was written
-	v    int64 // from the reply; 0 while unanswered
+	sent    int64 // Unix ns, just before the frame was written
+	v       int64 // from the reply; 0 while unanswered
+	replied int64 // Unix ns, when the reply was read
 }
 
 // drainQuiet: after the last change, receipts are awaited until none has
@@ -48,9 +49,11 @@ func (c *loadConn) replied(seq string, v int64) {
 	if err != nil {
 		return
 	}
+	now := time.Now().UnixNano()
 	c.mu.Lock()
 	if n >= 0 && n < len(c.changes) {
 		c.changes[n].v = v
+		c.changes[n].replied = now
 	}
 	c.mu.Unlock()
 }
@@ -170,6 +173,7 @@ type deliveryCheck struct {
 	unanswered                                      int64
 	local, remote                                   loadgen.Histogram // send→receive; since→receive for other processes' users
 	published                                       loadgen.Histogram // since→receive, every receipt
+	replied                                         loadgen.Histogram // send→reply of the changer's own request
 	lostExample                                     string
 }
 
@@ -184,6 +188,7 @@ func (run *loadRun) checkDeliveries() {
 				dc.unanswered++
 				continue
 			}
+			dc.replied.Record(time.Duration(ch.replied - ch.sent))
 			if sentAt[c.idx] == nil {
 				sentAt[c.idx] = map[int64]int64{}
 			}
@@ -247,6 +252,11 @@ func (run *loadRun) checkDeliveries() {
 	}
 	if dc.local.Count() > 0 {
 		r.AddFigure("send to receive", "%s over %d deliveries", quantiles(&dc.local), dc.local.Count())
+	}
+	if dc.replied.Count() > 0 {
+		// The changer's own round trip: reading the change, the status
+		// step in Redis, the reply. Receipts take it plus the fan-out.
+		r.AddFigure("send to reply", "%s over %d changes", quantiles(&dc.replied), dc.replied.Count())
 	}
 	if dc.remote.Count() > 0 {
 		r.AddFigure("publish to receive, users of other processes", "%s over %d deliveries (from the change's since, ms clock)", quantiles(&dc.remote), dc.remote.Count())

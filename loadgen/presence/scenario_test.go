@@ -55,6 +55,8 @@ func TestLoadScenario(t *testing.T) {
 	require.Contains(t, text, "server RSS per connection")
 	require.Regexp(t, `deliveries/expected\s+\d+ / \d+ .*, 0 lost`, text, "every delivery arrives or is superseded")
 	require.Contains(t, text, "send to receive")
+	require.Contains(t, text, "send to reply")
+	require.Contains(t, text, "loadgen collections")
 	require.Contains(t, text, "CPU during the changes")
 }
 
