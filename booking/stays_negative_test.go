@@ -50,29 +50,34 @@ func naiveStayHold(ctx context.Context, db *pgxpool.Pool, hotel, user, from, to 
 		args := pgx.NamedArgs{"id": id, "hotel": hotel, "user": user, "from": from, "to": to}
 		if _, err := tx.Exec(ctx, q, args); err != nil {
 			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.ConstraintName == "room_nights_no_overbooking" {
-				return 409, nil // the database refused the overbooking
-			}
-			if errors.As(err, &pgErr) && pgErr.Code == "40P01" {
-				// The naive update takes its night rows in scan order,
-				// which is not a global order (a sequential or bitmap scan
-				// follows the rows' physical places, which updates move):
-				// two of them can deadlock, and PostgreSQL aborts one. A
-				// refusal too, never an overbooking.
-				return 409, nil
-			}
-			if errors.As(err, &pgErr) && pgErr.Code == "XX000" && strings.Contains(pgErr.Message, "multixact has more than one updating member") {
-				// PostgreSQL's own race check when several of these
-				// updates meet on a row that the stay_nights inserts hold
-				// key-share locks on: it aborts the transaction, which
-				// writes nothing. A refusal, never an overbooking (CI saw
-				// it once, five holds of thirty).
+			if errors.As(err, &pgErr) && refusedByDatabase(pgErr) {
 				return 409, nil
 			}
 			return 0, err
 		}
 	}
 	return 201, tx.Commit(ctx)
+}
+
+// refusedByDatabase says whether PostgreSQL aborted the naive hold without
+// writing anything: a refusal, never an overbooking.
+func refusedByDatabase(e *pgconn.PgError) bool {
+	switch {
+	case e.ConstraintName == "room_nights_no_overbooking":
+		return true // the overbooking itself
+	case e.Code == "40P01":
+		// The naive update takes its night rows in scan order, which is
+		// not a global order (a sequential or bitmap scan follows the
+		// rows' physical places, which updates move): two of them can
+		// deadlock, and PostgreSQL aborts one.
+		return true
+	case e.Code == "XX000" && strings.Contains(e.Message, "multixact has more than one updating member"):
+		// PostgreSQL's own race check when several of these updates meet
+		// on a row that the stay_nights inserts hold key-share locks on
+		// (CI saw it once, five holds of thirty).
+		return true
+	}
+	return false
 }
 
 // overbooked counts the hotel's nights with more rooms promised than exist.
