@@ -2,6 +2,8 @@ package presence
 
 import (
 	"bytes"
+	"sync"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/valyala/fastjson"
@@ -19,33 +21,42 @@ type loadFrame struct {
 	}
 }
 
-// frameReader reads and decodes one connection's frames into reused
-// memory. The load generator takes a receipt's time before decoding, but
-// with 20 deliveries of one change arriving together, each decode delays
-// the reading of the next: encoding/json's reflection was over a third of
-// this process's CPU, and a third more latency on every measured receipt.
-type frameReader struct {
-	ws  *websocket.Conn
-	buf bytes.Buffer
-	p   fastjson.Parser
-}
+// readFrame reads and decodes a connection's next frame. The load generator
+// takes a receipt's time before decoding, but with 20 deliveries of one
+// change arriving together, each decode delays the reading of the next:
+// encoding/json's reflection was over a third of this process's CPU, and a
+// third more latency on every measured receipt. The read buffers and
+// parsers are shared by all connections: one of each per connection grew
+// from empty on every new connection, and that growth was a quarter of
+// this process's CPU during a burst of connects.
+var (
+	frameBufs    = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	frameParsers fastjson.ParserPool
+)
 
-// next reads the next data frame.
-func (fr *frameReader) next() ([]byte, error) {
-	_, r, err := fr.ws.NextReader()
+// at is when the frame was read, before it was decoded into f; decoded is
+// false for a frame that is not the JSON the load generator reads (f is
+// then not to be used).
+func readFrame(ws *websocket.Conn, f *loadFrame) (at time.Time, decoded bool, err error) {
+	_, r, err := ws.NextReader()
 	if err != nil {
-		return nil, err
+		return time.Time{}, false, err
 	}
-	fr.buf.Reset()
-	if _, err := fr.buf.ReadFrom(r); err != nil {
-		return nil, err
+	buf := frameBufs.Get().(*bytes.Buffer)
+	defer frameBufs.Put(buf)
+	buf.Reset()
+	if _, err := buf.ReadFrom(r); err != nil {
+		return time.Time{}, false, err
 	}
-	return fr.buf.Bytes(), nil
+	at = time.Now()
+	return at, decodeFrame(buf.Bytes(), f) == nil, nil
 }
 
-// decode fills f from msg, keeping f's slice of users for reuse.
-func (fr *frameReader) decode(msg []byte, f *loadFrame) error {
-	v, err := fr.p.ParseBytes(msg)
+// decodeFrame fills f from msg, keeping f's slice of users for reuse.
+func decodeFrame(msg []byte, f *loadFrame) error {
+	p := frameParsers.Get()
+	defer frameParsers.Put(p)
+	v, err := p.ParseBytes(msg)
 	if err != nil {
 		return err
 	}

@@ -29,12 +29,11 @@ func TestFrameDecoderAgreesWithEncodingJSON(t *testing.T) {
 			Code   string            `json:"code"`
 		} `json:"payload"`
 	}
-	var fr frameReader
 	var got loadFrame
 	for _, in := range frames {
 		var want mirror
 		require.NoError(t, json.Unmarshal([]byte(in), &want))
-		require.NoError(t, fr.decode([]byte(in), &got), in)
+		require.NoError(t, decodeFrame([]byte(in), &got), in)
 		require.Equal(t, want.Event, got.Event, in)
 		require.Equal(t, want.CorrelationID, got.CorrelationID, in)
 		require.Equal(t, want.Payload.Resync, got.Payload.Resync, in)
@@ -45,5 +44,5 @@ func TestFrameDecoderAgreesWithEncodingJSON(t *testing.T) {
 			require.Equal(t, [4]any{w.User, w.Status, w.Since, w.V}, [4]any{g.User, g.Status, g.Since, g.V}, in)
 		}
 	}
-	require.Error(t, fr.decode([]byte(`{"event":`), &got))
+	require.Error(t, decodeFrame([]byte(`{"event":`), &got))
 }
