@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/presenced/presenced/internal/batch"
 	"github.com/presenced/presenced/internal/testenv"
 )
 
@@ -26,13 +27,13 @@ func TestHoldsQueuedTogetherAreReadInOneRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, status)
 
-	release := blockSlots(b.holds.readers.group)
+	release := b.holds.readers.Pause()
 	hw := b.concurrent()
 	hw.start("ann", event, "ann", "k", []int64{seats[0], seats[1]})
 	hw.start("dan", other, "dan", "k", []int64{otherSeats[0]})
 	hw.start("done", event, "done", "k", []int64{seats[9]})
 	hw.start("lost", event, "lost", "k", []int64{seats[2], otherSeats[5]})
-	waitQueued(t, b.holds.readers.group, 4)
+	waitQueued(t, b.holds.readers.Group, 4)
 	trips.take()
 	release()
 	answers := hw.wait()
@@ -66,22 +67,21 @@ func TestAReadBatchThatFailsReadsEachHoldAlone(t *testing.T) {
 	b := setup(t)
 	event, seats := b.event(t, "A:1x10@100")
 	r := b.holds.readers
-	run := r.group.run
-	r.group.run = func(ctx context.Context, batch []*member[*pendingRead]) {
-		if len(batch) > 1 {
-			bad := *batch[0].item
+	r.Group = batch.New(r.Slots(), maxReadBatch, func(ctx context.Context, calls []*batch.Call[*pendingRead]) {
+		if len(calls) > 1 {
+			bad := *calls[0].Item
 			bad.in.Key = "bad\x00key"
-			batch[0].item = &bad
+			calls[0].Item = &bad
 		}
-		run(ctx, batch)
-	}
+		r.run(ctx, calls)
+	}, errReadAlone)
 
-	release := blockSlots(b.holds.readers.group)
+	release := b.holds.readers.Pause()
 	hw := b.concurrent()
 	hw.start("ann", event, "ann", "k", []int64{seats[0]})
 	hw.start("bea", event, "bea", "k", []int64{seats[1]})
 	hw.start("cid", event, "cid", "k", []int64{seats[2], seats[3]})
-	waitQueued(t, b.holds.readers.group, 3)
+	waitQueued(t, b.holds.readers.Group, 3)
 	release()
 	answers := hw.wait()
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/presenced/presenced/internal/batch"
 )
 
 // Group commit of holds. A hold's write is one statement and one commit,
@@ -21,7 +23,7 @@ import (
 // A process therefore runs few writes at once (booking.hold_writers), and
 // holds that reach their write while every writer is busy wait for the
 // next free one, which writes them all in one statement and one commit
-// (group.go). The wait for a writer replaces the wait PostgreSQL's own
+// (internal/batch). The wait for a writer replaces the wait PostgreSQL's own
 // commit queue would have made.
 //
 // A batch is all or nothing: if any of its holds is refused (a seat taken
@@ -42,12 +44,12 @@ var errWriteAlone = errors.New("batch refused: write alone")
 // holdWriters writes holds, batched by a group.
 type holdWriters struct {
 	h *holdsPlane
-	*group[*pendingHold]
+	*batch.Group[*pendingHold]
 }
 
 func newHoldWriters(h *holdsPlane, writers int) *holdWriters {
 	w := &holdWriters{h: h}
-	w.group = newGroup(writers, maxWriteBatch, w.run, errWriteAlone)
+	w.Group = batch.New(writers, maxWriteBatch, w.run, errWriteAlone)
 	return w
 }
 
@@ -58,35 +60,35 @@ func (w *holdWriters) write(ctx context.Context, p *pendingHold) error {
 		// The batch statement takes no promotion uses.
 		return w.h.write(ctx, p)
 	}
-	if err := w.do(ctx, p); !errors.Is(err, errWriteAlone) {
+	if err := w.Do(ctx, p); !errors.Is(err, errWriteAlone) {
 		return err
 	}
 	return w.h.write(ctx, p)
 }
 
-// run writes batch and tells each hold its outcome. It runs for every
-// hold in it, so it does not end with the context of the request that
-// happens to run it; the statement and lock timeouts bound it.
-func (w *holdWriters) run(ctx context.Context, batch []*member[*pendingHold]) {
+// run writes a batch and tells each hold its outcome. Its context does not
+// end with the request of the caller running it (the batch holds other
+// callers' holds); the statement and lock timeouts bound it.
+func (w *holdWriters) run(ctx context.Context, calls []*batch.Call[*pendingHold]) {
 	h := w.h
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*(h.cfg.StatementTimeout+h.cfg.LockTimeout))
+	ctx, cancel := context.WithTimeout(ctx, 2*(h.cfg.StatementTimeout+h.cfg.LockTimeout))
 	defer cancel()
-	h.m.writeBatch.Observe(float64(len(batch)))
-	if len(batch) == 1 {
-		batch[0].answer(h.write(ctx, batch[0].item))
+	h.m.writeBatch.Observe(float64(len(calls)))
+	if len(calls) == 1 {
+		calls[0].Answer(h.write(ctx, calls[0].Item))
 		return
 	}
-	ps := make([]*pendingHold, len(batch))
-	for i, m := range batch {
-		ps[i] = m.item
+	ps := make([]*pendingHold, len(calls))
+	for i, m := range calls {
+		ps[i] = m.Item
 	}
 	err := h.sendWrites(ctx, len(ps), func(b *pgx.Batch) error { return queueHolds(b, ps) })
 	if err != nil {
 		h.m.writeBatchRefused.Inc()
 		err = errWriteAlone
 	}
-	for _, m := range batch {
-		m.answer(err)
+	for _, m := range calls {
+		m.Answer(err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/batch"
 	"github.com/presenced/presenced/web"
 )
 
@@ -61,30 +62,17 @@ func (hw *heldWrites) wait() map[string]holdAnswer {
 	return hw.answers
 }
 
-// blockSlots takes every slot of g, so that its callers queue; the
-// returned function frees them.
-func blockSlots[T any](g *group[T]) func() {
-	for range cap(g.slots) {
-		g.slots <- struct{}{}
-	}
-	return func() {
-		for range cap(g.slots) {
-			<-g.slots
-		}
-	}
-}
-
-// waitQueued waits until n callers wait for a slot of g.
-func waitQueued[T any](t *testing.T, g *group[T], n int) {
+// waitQueued waits until n callers wait for a batch of g.
+func waitQueued[T any](t *testing.T, g *batch.Group[T], n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return g.queued() == n }, 10*time.Second, 2*time.Millisecond, "%d queued", n)
+	require.Eventually(t, func() bool { return g.Queued() == n }, 10*time.Second, 2*time.Millisecond, "%d queued", n)
 }
 
 // blockWriters takes every write slot, so that holds queue.
-func (b *bundle) blockWriters() func() { return blockSlots(b.holds.writers.group) }
+func (b *bundle) blockWriters() func() { return b.holds.writers.Pause() }
 
 // waitQueued waits until n holds wait for a writer.
-func (b *bundle) waitQueued(t *testing.T, n int) { t.Helper(); waitQueued(t, b.holds.writers.group, n) }
+func (b *bundle) waitQueued(t *testing.T, n int) { t.Helper(); waitQueued(t, b.holds.writers.Group, n) }
 
 func histogramOf(t *testing.T, m interface{ Write(*dto.Metric) error }) (count uint64, sum float64) {
 	t.Helper()

@@ -2,31 +2,38 @@ package presence
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/internal/batch"
 )
 
 // maxBatch caps the calls sent in one pipeline.
 const maxBatch = 128
 
-// batcher sends presence's Redis calls one pipeline at a time: a call
-// arriving while another is in flight waits for it and leaves with every
-// call queued meanwhile, in one round trip. An idle process sends each call
-// at once, as before; a busy one (a connect burst: session open, ping,
-// follower counts, the subscription script and the follower writes of
-// hundreds of connections; a fan-out run sharing a core with Redis) pays
-// one read, one write and one wake-up on each side per batch instead of
-// per call. The calls of one batch are independent: each keeps its own
-// hash tag, and a pipeline runs per node in a Cluster.
+// batcher sends presence's Redis calls one pipeline at a time
+// (internal/batch): a call arriving while another is in flight waits for it
+// and leaves with every call queued meanwhile, in one round trip. An idle
+// process sends each call at once; a busy one (a connect burst: session
+// open, ping, follower counts, the subscription script and the follower
+// writes of hundreds of connections; a fan-out run sharing a core with
+// Redis) pays one read, one write and one wake-up on each side per batch
+// instead of per call. The calls of one batch are independent: each keeps
+// its own hash tag, and a pipeline runs per node in a Cluster.
 type batcher struct {
 	rdb redis.UniversalClient
+	*batch.Group[*batchCall]
+}
 
-	mu      sync.Mutex
-	sending int // the calls of the batch in flight; 0: none is
-	queue   []*batchCall
+// errUnsent answers the calls of a batch whose sending panicked.
+var errUnsent = errors.New("presence: redis batch not sent")
+
+func newBatcher(rdb redis.UniversalClient) *batcher {
+	b := &batcher{rdb: rdb}
+	b.Group = batch.New(1, maxBatch, b.send, errUnsent)
+	return b
 }
 
 // batchCall is one call waiting for its batch.
@@ -40,102 +47,43 @@ type batchCall struct {
 	queue   func(ctx context.Context, p redis.Pipeliner)
 	read    func() bool
 	requeue func(ctx context.Context, p redis.Pipeliner)
-	// err is set when the call gave up before it was sent.
-	err error
-	// wake closes when the call ran, or when it is to send the batch it
-	// heads (lead).
-	wake  chan struct{}
-	lead  bool
-	batch []*batchCall
 }
 
 // do runs c, batched with the calls in flight; an error means c was not
 // sent (its context ended while it was queued).
 func (b *batcher) do(ctx context.Context, c *batchCall) error {
-	c.wake = make(chan struct{})
-	b.mu.Lock()
-	if b.sending > 0 {
-		b.queue = append(b.queue, c)
-		b.mu.Unlock()
-		b.wait(ctx, c)
-		if c.err != nil {
-			return c.err
-		}
-		if c.lead {
-			// Handed the next batch: send it (this call first).
-			b.send(ctx, c.batch)
-		}
-		return nil
+	if err := b.Do(ctx, c); err != nil {
+		return fmt.Errorf("presence: redis: %w", err)
 	}
-	b.sending = 1
-	b.mu.Unlock()
-	b.send(ctx, []*batchCall{c})
 	return nil
 }
 
-// wait waits for c's turn. A caller that gives up while still queued
-// leaves the queue; once taken into a batch it waits for the batch, as it
-// may have to send it.
-func (b *batcher) wait(ctx context.Context, c *batchCall) {
-	select {
-	case <-c.wake:
-		return
-	case <-ctx.Done():
-	}
-	b.mu.Lock()
-	if i := slices.Index(b.queue, c); i >= 0 {
-		b.queue = slices.Delete(b.queue, i, i+1)
-		b.mu.Unlock()
-		c.err = fmt.Errorf("presence: queued for redis: %w", ctx.Err())
-		return
-	}
-	b.mu.Unlock()
-	<-c.wake
-}
-
-// send runs batch, wakes its other calls and hands the calls queued
-// meanwhile to the first of them, which sends them. The batch does not
-// end with the sender's context: it carries other connections' calls.
-func (b *batcher) send(ctx context.Context, batch []*batchCall) {
-	ctx = context.WithoutCancel(ctx)
-	if len(batch) == 1 && batch[0].alone != nil {
-		batch[0].alone(ctx, b.rdb)
+// send sends one batch: a lone call by itself, several in one pipeline.
+func (b *batcher) send(ctx context.Context, calls []*batch.Call[*batchCall]) {
+	if len(calls) == 1 && calls[0].Item.alone != nil {
+		calls[0].Item.alone(ctx, b.rdb)
 	} else {
-		b.run(ctx, batch)
+		b.run(ctx, calls)
 	}
-	for _, c := range batch[1:] {
-		close(c.wake)
+	for _, c := range calls {
+		c.Answer(nil)
 	}
-	b.mu.Lock()
-	if len(b.queue) == 0 {
-		b.sending = 0
-		b.mu.Unlock()
-		return
-	}
-	n := min(len(b.queue), maxBatch)
-	b.sending = n
-	next := make([]*batchCall, n)
-	copy(next, b.queue)
-	b.queue = append(b.queue[:0], b.queue[n:]...)
-	b.mu.Unlock()
-	next[0].lead, next[0].batch = true, next
-	close(next[0].wake)
 }
 
-// run sends batch in one pipeline, and what Redis refused with NOSCRIPT
+// run sends calls in one pipeline, and what Redis refused with NOSCRIPT
 // in a second: after a restart, a burst of reconnecting sessions costs one
 // more round trip, not one more per call.
-func (b *batcher) run(ctx context.Context, batch []*batchCall) {
+func (b *batcher) run(ctx context.Context, calls []*batch.Call[*batchCall]) {
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range batch {
-			c.queue(ctx, p)
+		for _, c := range calls {
+			c.Item.queue(ctx, p)
 		}
 		return nil
 	})
 	var refused []*batchCall
-	for _, c := range batch {
-		if !c.read() {
-			refused = append(refused, c)
+	for _, c := range calls {
+		if !c.Item.read() {
+			refused = append(refused, c.Item)
 		}
 	}
 	if len(refused) == 0 {

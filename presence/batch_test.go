@@ -65,19 +65,6 @@ func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-func (b *batcher) queued() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue)
-}
-
-// waiting is the calls queued or in the batch in flight.
-func (b *batcher) waiting() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue) + b.sending
-}
-
 // burst opens one session per user while the first step is held, so the
 // others queue; it returns each user's result.
 func burst(t *testing.T, m *Module, h *holdFirst, users int) []stepResult {
@@ -98,7 +85,7 @@ func burst(t *testing.T, m *Module, h *holdFirst, users int) []stepResult {
 	for i := 1; i < users; i++ {
 		start(i)
 	}
-	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.queued() == users-1 }, "the other steps queued")
+	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.Queued() == users-1 }, "the other steps queued")
 	close(h.release)
 	wg.Wait()
 	for i, err := range errs {
@@ -176,10 +163,10 @@ func TestQueuedStepGivesUpWithItsContext(t *testing.T) {
 		_, err := m.st.step(ctx, "quitter", "open", store.NewToken()[:16])
 		gaveUp <- err
 	}()
-	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.queued() == 1 }, "the step queued")
+	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.Queued() == 1 }, "the step queued")
 	cancel()
 	require.ErrorIs(t, <-gaveUp, context.Canceled)
-	require.Zero(t, m.st.batch.queued())
+	require.Zero(t, m.st.batch.Queued())
 	close(h.release)
 	require.NoError(t, <-done)
 	require.Equal(t, StatusOffline, statusOf(t, m, "quitter").Status, "the abandoned step never ran")
@@ -221,9 +208,9 @@ func TestSubscriptionChangesInFlightShareRoundTrips(t *testing.T) {
 	h.onTrip = func() {
 		// Not Eventually: this runs on the batch sender's goroutine, which
 		// must go on (and the test fail) if the callers never arrive.
-		for deadline := time.Now().Add(10 * time.Second); m.st.batch.waiting()+int(done.Load()) < users; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); m.st.batch.Waiting()+int(done.Load()) < users; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Errorf("only %d of %d changes reached the batcher", m.st.batch.waiting()+int(done.Load()), users)
+				t.Errorf("only %d of %d changes reached the batcher", m.st.batch.Waiting()+int(done.Load()), users)
 				return
 			}
 		}
@@ -246,7 +233,7 @@ func TestSubscriptionChangesInFlightShareRoundTrips(t *testing.T) {
 			_, errs[i] = m.st.changeSubscriptions(ctx, fmt.Sprintf("u%d", i), sids[i], subSet, follow(i))
 		}()
 	}
-	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.queued() == users }, "the changes queued")
+	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.Queued() == users }, "the changes queued")
 	close(h.release)
 	wg.Wait()
 	require.NoError(t, <-held)

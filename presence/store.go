@@ -58,7 +58,7 @@ type stateStore struct {
 // newStateStore publishes changes from its scripts with pubCmd, the hub's
 // (hub.PublishCommand).
 func newStateStore(rdb redis.UniversalClient, k keys, cfg config.Presence, pubCmd string) *stateStore {
-	return &stateStore{rdb: rdb, batch: &batcher{rdb: rdb}, keys: k, cfg: cfg, pubCmd: pubCmd}
+	return &stateStore{rdb: rdb, batch: newBatcher(rdb), keys: k, cfg: cfg, pubCmd: pubCmd}
 }
 
 // stepResult is what one session step did to the user's status.
