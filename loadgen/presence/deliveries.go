@@ -37,10 +37,14 @@ const drainQuiet = 2 * time.Second
 
 // observation is one status a follower received.
 type observation struct {
-	subj  int   // population index of the user whose status it is
-	v     int64 // its version
-	at    int64 // Unix ns, when the frame was read
-	since int64 // Unix ms, the change's own timestamp
+	subj int   // population index of the user whose status it is
+	v    int64 // its version
+	at   int64 // Unix ns, when the frame was read
+	// arrived is when the kernel queued the frame's last segment on this
+	// process's socket (Unix ns; 0: unknown): on loopback, when the
+	// server wrote it.
+	arrived int64
+	since   int64 // Unix ms, the change's own timestamp
 }
 
 // replied records the version the change seq got.
@@ -79,7 +83,7 @@ func (run *loadRun) reserveReceipts(d time.Duration) {
 
 // observe records an update received by c, and feeds the storm's
 // time-to-offline.
-func (run *loadRun) observe(c *loadConn, st presence.Status, now time.Time) {
+func (run *loadRun) observe(c *loadConn, st presence.Status, now time.Time, arrived int64) {
 	switch st.Status {
 	case presence.StatusOffline:
 		if v, ok := run.killed.Load(st.User); ok {
@@ -99,7 +103,7 @@ func (run *loadRun) observe(c *loadConn, st presence.Status, now time.Time) {
 			return
 		}
 		c.mu.Lock()
-		c.obs = append(c.obs, observation{subj: idx, v: st.V, at: now.UnixNano(), since: st.Since})
+		c.obs = append(c.obs, observation{subj: idx, v: st.V, at: now.UnixNano(), arrived: arrived, since: st.Since})
 		c.mu.Unlock()
 		run.observed.Add(1)
 	}
@@ -172,6 +176,7 @@ type deliveryCheck struct {
 	expected, arrived, superseded, lost, duplicates int64
 	unanswered                                      int64
 	local, remote                                   loadgen.Histogram // send→receive; since→receive for other processes' users
+	atSocket                                        loadgen.Histogram // send→arrival in the follower's socket
 	published                                       loadgen.Histogram // since→receive, every receipt
 	replied                                         loadgen.Histogram // send→reply of the changer's own request
 	lostExample                                     string
@@ -220,6 +225,9 @@ func (run *loadRun) checkDeliveries() {
 				d := time.Duration(o.at - sent)
 				dc.local.Record(d)
 				run.r.Record(d, nil)
+				if o.arrived >= sent {
+					dc.atSocket.Record(time.Duration(o.arrived - sent))
+				}
 			} else if run.byIdx[o.subj] == nil && o.since > 0 {
 				d := time.Duration(o.at - o.since*int64(time.Millisecond))
 				dc.remote.Record(d)
@@ -252,6 +260,13 @@ func (run *loadRun) checkDeliveries() {
 	}
 	if dc.local.Count() > 0 {
 		r.AddFigure("send to receive", "%s over %d deliveries", quantiles(&dc.local), dc.local.Count())
+	}
+	if dc.atSocket.Count() > 0 {
+		// The same receipts up to when the kernel queued them on the
+		// follower's socket: the server's part, without this process's
+		// own wake-up and reading (on one busy core, 20 sockets ready at
+		// once are read one after the other).
+		r.AddFigure("send to socket", "%s over %d deliveries (the kernel's receive time of each frame)", quantiles(&dc.atSocket), dc.atSocket.Count())
 	}
 	if dc.replied.Count() > 0 {
 		// The changer's own round trip: reading the change, the status
