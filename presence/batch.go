@@ -50,7 +50,7 @@ type batchCall struct {
 }
 
 // do runs c, batched with the calls in flight; an error means c was not
-// sent (its context ended while it was queued).
+// sent (its context ended while it was queued, or its batch panicked).
 func (b *batcher) do(ctx context.Context, c *batchCall) error {
 	if err := b.Do(ctx, c); err != nil {
 		return fmt.Errorf("presence: redis: %w", err)
