@@ -21,22 +21,21 @@ type loadFrame struct {
 	}
 }
 
-// readFrame reads and decodes a connection's next frame. The load generator
-// takes a receipt's time before decoding, but with 20 deliveries of one
-// change arriving together, each decode delays the reading of the next:
-// encoding/json's reflection was over a third of this process's CPU, and a
-// third more latency on every measured receipt. The read buffers and
-// parsers are shared by all connections: one of each per connection grew
-// from empty on every new connection, and that growth was a quarter of
-// this process's CPU during a burst of connects.
+// Frame read buffers and parsers are shared by all connections: one of
+// each per connection grew from empty on every new connection, and that
+// growth was a quarter of this process's CPU during a burst of connects.
 var (
 	frameBufs    = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 	frameParsers fastjson.ParserPool
 )
 
-// at is when the frame was read, before it was decoded into f; decoded is
-// false for a frame that is not the JSON the load generator reads (f is
-// then not to be used).
+// readFrame reads and decodes a connection's next frame. at is when the
+// frame was read, before it was decoded into f: with 20 deliveries of one
+// change arriving together, each decode delays the reading of the next
+// (encoding/json's reflection was over a third of this process's CPU, and
+// a third more latency on every measured receipt). decoded is false for a
+// frame that is not the JSON the load generator reads (f is then not to
+// be used).
 func readFrame(ws *websocket.Conn, f *loadFrame) (at time.Time, decoded bool, err error) {
 	_, r, err := ws.NextReader()
 	if err != nil {

@@ -3,6 +3,7 @@ package presence
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,9 @@ func TestLoadScenario(t *testing.T) {
 	require.Regexp(t, `deliveries/expected\s+\d+ / \d+ .*, 0 lost`, text, "every delivery arrives or is superseded")
 	require.Contains(t, text, "send to receive")
 	require.Contains(t, text, "send to reply")
+	if runtime.GOOS == "linux" {
+		require.Contains(t, text, "send to socket", "receipts carry the kernel's receive time")
+	}
 	require.Contains(t, text, "loadgen collections")
 	require.Contains(t, text, "CPU during the changes")
 }
