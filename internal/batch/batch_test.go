@@ -152,9 +152,9 @@ func TestAPanickingRunAnswersTheRestOfItsBatch(t *testing.T) {
 	for range 3 {
 		got = append(got, <-errs)
 	}
-	// The caller that ran the batch panicked; of the other two, the one
-	// answered first has nil, the other unanswered (or both nil when the
-	// panicking caller was the first item's).
+	// The caller that ran the batch panicked. The first item was answered
+	// nil before the panic, the other two got unanswered; whichever of the
+	// three callers ran the batch saw the panic instead of its answer.
 	var nils, unans, panics int
 	for _, err := range got {
 		switch {
