@@ -52,6 +52,10 @@ func (r *holdReaders) read(ctx context.Context, in holdInput, seats []int64) (*h
 	if errors.Is(err, errReadAlone) {
 		return r.h.read(ctx, in, seats)
 	}
+	if errors.Is(err, batch.ErrLeftQueue) {
+		// The request ended while waiting for a reader: nothing ran.
+		return nil, storeError("wait for a reader", err)
+	}
 	return p.view, err
 }
 

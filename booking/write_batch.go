@@ -60,7 +60,13 @@ func (w *holdWriters) write(ctx context.Context, p *pendingHold) error {
 		// The batch statement takes no promotion uses.
 		return w.h.write(ctx, p)
 	}
-	if err := w.Do(ctx, p); !errors.Is(err, errWriteAlone) {
+	err := w.Do(ctx, p)
+	if errors.Is(err, batch.ErrLeftQueue) {
+		// The request ended while waiting for a writer: nothing was
+		// written.
+		return storeError("wait for a writer", err)
+	}
+	if !errors.Is(err, errWriteAlone) {
 		return err
 	}
 	return w.h.write(ctx, p)

@@ -198,6 +198,64 @@ func TestABatchRefusedAsAWholeWritesEachHoldAlone(t *testing.T) {
 	b.requireNoDoubleOwnership(t, event)
 }
 
+// A hold whose request ends while it waits for a reader or a writer is
+// not written: it gets the retryable 503 of a store that did not answer,
+// its seats stay free for the next buyer, and the hold queued before it
+// is written.
+func TestAHoldWhoseRequestEndsWhileQueuedIsNotWritten(t *testing.T) {
+	t.Parallel()
+	stages := map[string]struct {
+		pause  func(*bundle) func()
+		queued func(*testing.T, *bundle, int)
+	}{
+		"reader": {
+			func(b *bundle) func() { return b.holds.readers.Pause() },
+			func(t *testing.T, b *bundle, n int) { waitQueued(t, b.holds.readers.Group, n) },
+		},
+		"writer": {
+			func(b *bundle) func() { return b.holds.writers.Pause() },
+			func(t *testing.T, b *bundle, n int) { waitQueued(t, b.holds.writers.Group, n) },
+		},
+	}
+	for name, stage := range stages {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, func(c *config.Booking) { c.HoldReaders, c.HoldWriters = 1, 1 })
+			event, seats := b.event(t, "A:1x10@100")
+			release := stage.pause(b)
+			queued := func(n int) { stage.queued(t, b, n) }
+
+			hw := b.concurrent()
+			hw.start("ann", event, "ann", "k", []int64{seats[0]})
+			queued(1)
+			user := b.uid("quitter")
+			pass := b.desk.admit(event, user)
+			ctx, cancel := context.WithCancel(context.Background())
+			gaveUp := make(chan error, 1)
+			go func() {
+				_, err := b.holds.Hold(ctx, holdInput{User: user, Event: event, Pass: pass, Key: "k", Seats: []int64{seats[1]}})
+				gaveUp <- err
+			}()
+			queued(2)
+			cancel()
+			err := <-gaveUp
+			var apiErr *web.Error
+			require.ErrorAs(t, err, &apiErr, "%v", err)
+			require.Equal(t, http.StatusServiceUnavailable, apiErr.Status, "%v", err)
+			queued(1)
+			release()
+			answers := hw.wait()
+
+			require.Equal(t, http.StatusCreated, answers["ann"].status, "%v", answers["ann"].err)
+			require.Equal(t, map[int64]int{seats[0]: 1}, b.liveItems(t, event), "only ann's seat is held")
+			status, _, err := b.hold(t, event, "bob", "k", []int64{seats[1]}, "")
+			require.NoError(t, err)
+			require.Equal(t, http.StatusCreated, status, "the quitter's seat is free")
+			b.requireNoDoubleOwnership(t, event)
+		})
+	}
+}
+
 // Holds on distinct seats racing through one writer end up written, each
 // once, whatever batches they formed; overlapping carts get one winner.
 func TestManyHoldsThroughOneWriter(t *testing.T) {

@@ -11,10 +11,16 @@ package batch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 )
+
+// ErrLeftQueue is what Do returns, wrapping the context's error, when the
+// caller's context ended while its item was still queued: the item never
+// ran.
+var ErrLeftQueue = errors.New("left the queue for a batch")
 
 // Group runs items of one kind of work in batches.
 type Group[T any] struct {
@@ -53,7 +59,7 @@ func (c *Call[T]) Answer(err error) {
 
 // Do runs item, alone or with the items queued with it, and returns its
 // answer. A caller whose ctx ends while its item is still queued leaves
-// the queue (the item never runs) with an error wrapping ctx.Err(); once a
+// the queue (the item never runs) with ErrLeftQueue and ctx.Err(); once a
 // batch has taken the item it may be under way, so Do waits for its answer.
 // A batch carries other callers' items, so it does not end with ctx.
 func (g *Group[T]) Do(ctx context.Context, item T) error {
@@ -74,7 +80,7 @@ func (g *Group[T]) Do(ctx context.Context, item T) error {
 			}
 		case <-ctx.Done():
 			if g.leave(c) {
-				return fmt.Errorf("queued for a batch: %w", ctx.Err())
+				return fmt.Errorf("%w: %w", ErrLeftQueue, ctx.Err())
 			}
 			return <-c.done
 		}

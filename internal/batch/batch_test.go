@@ -94,7 +94,9 @@ func TestACallerGivesUpOnlyWhileQueued(t *testing.T) {
 	go func() { stays <- g.Do(context.Background(), 2) }()
 	waitFor(t, "both queued", func() bool { return g.Queued() == 2 })
 	cancel()
-	require.ErrorIs(t, <-gaveUp, context.Canceled)
+	err := <-gaveUp
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, ErrLeftQueue)
 	require.Equal(t, 1, g.Queued())
 	resume()
 	require.NoError(t, <-stays)
