@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 // soTimestampNS (SO_TIMESTAMPNS) has the kernel stamp each segment with
@@ -82,23 +81,16 @@ func (c *stampConn) Read(p []byte) (int, error) {
 // parseStamp finds the SO_TIMESTAMPNS message in a recvmsg's control
 // data.
 func parseStamp(oob []byte) (int64, bool) {
-	const hdr = int(unsafe.Sizeof(syscall.Cmsghdr{}))
-	for len(oob) >= hdr {
-		h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		l := int(h.Len)
-		if l < hdr || l > len(oob) {
-			return 0, false
-		}
-		if h.Level == syscall.SOL_SOCKET && h.Type == soTimestampNS && l >= hdr+16 {
-			sec := int64(binary.NativeEndian.Uint64(oob[hdr:]))
-			nsec := int64(binary.NativeEndian.Uint64(oob[hdr+8:]))
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, false
+	}
+	for _, m := range msgs {
+		if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == soTimestampNS && len(m.Data) >= 16 {
+			sec := int64(binary.NativeEndian.Uint64(m.Data))
+			nsec := int64(binary.NativeEndian.Uint64(m.Data[8:]))
 			return time.Unix(sec, nsec).UnixNano(), true
 		}
-		l = (l + 7) &^ 7 // control messages are aligned to 8 bytes
-		if l > len(oob) {
-			break
-		}
-		oob = oob[l:]
 	}
 	return 0, false
 }
