@@ -12,6 +12,18 @@ import (
 type keys struct {
 	ks     store.Keyspace
 	shards int
+	// byShard holds every shard's key names, built once: each session
+	// open, ping and close names its shard's keys.
+	byShard []shardKeys
+}
+
+func newKeys(ks store.Keyspace, shards int) keys {
+	k := keys{ks: ks, shards: shards}
+	k.byShard = make([]shardKeys, shards)
+	for n := range k.byShard {
+		k.byShard[n] = k.shardNames(n)
+	}
+	return k
 }
 
 type userKeys struct {
@@ -80,6 +92,13 @@ func (k keys) gateways() gatewayKeys {
 }
 
 func (k keys) shard(n int) shardKeys {
+	if n >= 0 && n < len(k.byShard) {
+		return k.byShard[n]
+	}
+	return k.shardNames(n)
+}
+
+func (k keys) shardNames(n int) shardKeys {
 	e := k.ks.Entity("presence-shard", strconv.Itoa(n))
 	return shardKeys{
 		pings:     e.Key("pings"),

@@ -59,7 +59,7 @@ func New(d Deps) (*Module, error) {
 	}
 	mod := &Module{
 		cfg: d.Config, log: d.Log, m: m,
-		keys: keys{ks: d.Keys, shards: d.Config.Shards}, id: store.NewToken()[:12],
+		keys: newKeys(d.Keys, d.Config.Shards), id: store.NewToken()[:12],
 	}
 	mod.changes = newChangeWriter(mod)
 	return mod, nil
