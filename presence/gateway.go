@@ -159,7 +159,7 @@ func (g *gateway) handle(c echo.Context) error {
 	// Counted before the upgrade, so shutdown, which waits for the
 	// connections after the sockets are drained, cannot miss this one.
 	g.wg.Add(1)
-	conn, err := g.mod.sockets.Upgrade(c, "presence")
+	conn, err := g.mod.sockets.UpgradeHeld(c, "presence")
 	if err != nil {
 		g.wg.Done()
 		return err

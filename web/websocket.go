@@ -181,6 +181,9 @@ type Conn struct {
 	lastRead atomic.Int64 // unix ns of the last whole frame from the peer
 	nextPing atomic.Int64 // unix ns when the sweep pings next
 	wmu      sync.Mutex   // one writer of frames at a time (lockWrite)
+	// answer is the handshake's answer of UpgradeHeld, written before the
+	// first frame and in the same write (guarded by wmu).
+	answer []byte
 
 	mu      sync.Mutex
 	queue   [][]byte
@@ -220,13 +223,30 @@ func (s *Sockets) Declare(kind string) { s.open.WithLabelValues(kind) }
 // HTTP server keeps about 9 KiB of buffers per connection that the
 // WebSocket never uses.
 func (s *Sockets) Upgrade(c echo.Context, kind string) (*Conn, error) {
+	return s.upgrade(c, kind, false)
+}
+
+// UpgradeHeld is Upgrade for an endpoint that sends a frame (or closes)
+// right after the upgrade, whatever happens: the handshake's answer waits
+// and goes out in the same write as that first frame or close frame. A
+// connection closed without a frame (closeNow with closeAbnormal) never
+// answers the handshake; its client sees the connection drop.
+func (s *Sockets) UpgradeHeld(c echo.Context, kind string) (*Conn, error) {
+	return s.upgrade(c, kind, true)
+}
+
+func (s *Sockets) upgrade(c echo.Context, kind string, hold bool) (*Conn, error) {
 	s.mu.Lock()
 	closing := s.closing
 	s.mu.Unlock()
 	if closing {
 		return nil, Unavailable(s.cfg.ReconnectMaxWait, "server is restarting")
 	}
-	ws, err := s.upgrader.Upgrade(c.Response(), c.Request(), nil)
+	var w http.ResponseWriter = c.Response()
+	if hold {
+		w = holdingWriter{w}
+	}
+	ws, err := s.upgrader.Upgrade(w, c.Request(), nil)
 	if err != nil {
 		// handshakeError has answered the client; the error carries the
 		// status for the access log and metrics.
@@ -242,9 +262,13 @@ func (s *Sockets) Upgrade(c echo.Context, kind string) (*Conn, error) {
 	// before the handshake's answer), so the socket is all there is. The
 	// HTTP server's deadlines stay on a hijacked socket: clear them.
 	nc := ws.NetConn()
+	var answer []byte
+	if h, ok := nc.(*heldConn); ok {
+		nc, answer = h.Conn, h.held
+	}
 	_ = nc.SetDeadline(time.Time{})
 	now := time.Now().UnixNano()
-	conn := &Conn{nc: nc, s: s, kind: kind}
+	conn := &Conn{nc: nc, s: s, kind: kind, answer: answer}
 	conn.limit.Store(s.cfg.MaxMessageBytes)
 	conn.lastRead.Store(now)
 	conn.nextPing.Store(now + int64(firstPing(s.cfg.PingInterval)))
@@ -464,7 +488,8 @@ func (c *Conn) writeFrame(op byte, p []byte, deadline time.Time) error {
 		return errWriteBusy
 	}
 	defer c.wmu.Unlock()
-	b := appendFrame(getBuf(), op, p)
+	b := appendFrame(append(getBuf(), c.answer...), op, p)
+	c.answer = nil
 	defer putBuf(b)
 	rest := b
 	if c.raw != nil {
