@@ -329,10 +329,15 @@ func (f *fanout) setFollowing(ctx context.Context, lu *localUser, ids []string) 
 // subject, and returns the subjects newly followed, with a current status.
 // The caller holds lu.changeMu.
 func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) ([]*subject, error) {
-	var added []*subject
+	added := make([]*subject, 0, len(ids))
 	var created []*subject
 	f.mu.Lock()
 	lu.mu.Lock()
+	if len(lu.subjects) == 0 {
+		// A connection's first follow names most of what it follows:
+		// sized once instead of grown through every power of two.
+		lu.subjects = make(map[string]*subject, len(ids))
+	}
 	for _, id := range ids {
 		if lu.subjects[id] != nil {
 			continue

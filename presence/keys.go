@@ -40,6 +40,9 @@ type userKeys struct {
 // Parts of a user's key names.
 const (
 	partStatus    = "status"
+	partSessions  = "sessions"
+	partSubs      = "subs"
+	partNotify    = "notify"
 	partFollowers = "followers"
 	partRooms     = "rooms"
 	partChannel   = "updates"
@@ -49,10 +52,10 @@ func (k keys) user(id string) userKeys {
 	e := k.ks.Entity("presence", id)
 	return userKeys{
 		status:    e.Key(partStatus),
-		sessions:  e.Key("sessions"),
-		subs:      e.Key("subs"),
+		sessions:  e.Key(partSessions),
+		subs:      e.Key(partSubs),
 		followers: e.Key(partFollowers),
-		notify:    e.Key("notify"),
+		notify:    e.Key(partNotify),
 		waiting:   e.Key("waiting"),
 		rooms:     e.Key(partRooms),
 		channel:   e.Key(partChannel),

@@ -50,6 +50,9 @@ type stateStore struct {
 	keys   keys
 	cfg    config.Presence
 	pubCmd string
+	// stepSettings are the session script's arguments 5-9, the same for
+	// every call.
+	stepSettings []any
 	// gateway is this process's id when it serves connections: the
 	// sessions it opens are recorded under its lease.
 	gateway string
@@ -58,7 +61,11 @@ type stateStore struct {
 // newStateStore publishes changes from its scripts with pubCmd, the hub's
 // (hub.PublishCommand).
 func newStateStore(rdb redis.UniversalClient, k keys, cfg config.Presence, pubCmd string) *stateStore {
-	return &stateStore{rdb: rdb, batch: newBatcher(rdb), keys: k, cfg: cfg, pubCmd: pubCmd}
+	return &stateStore{rdb: rdb, batch: newBatcher(rdb), keys: k, cfg: cfg, pubCmd: pubCmd,
+		// Boxed once: every status change and ping passes them.
+		stepSettings: []any{pubCmd, cfg.IdleThreshold.Milliseconds(), cfg.LastActiveGranularity.Milliseconds(),
+			cfg.OfflineRetention.Milliseconds(), cfg.MaxSessionsPerUser},
+	}
 }
 
 // stepResult is what one session step did to the user's status.
@@ -79,19 +86,19 @@ type stepResult struct {
 
 // step runs one session operation on a user and recomputes their status.
 func (s *stateStore) step(ctx context.Context, user, op, sid string, args ...any) (stepResult, error) {
-	uk := s.keys.user(user)
+	e := s.keys.ks.Entity("presence", user)
 	// The script splices the user into the payload it publishes: encoded
 	// here once, so the script does not run a JSON encoder per change.
 	userJSON, err := json.Marshal(user)
 	if err != nil {
 		return stepResult{}, fmt.Errorf("presence: session %s: encode user: %w", op, err)
 	}
-	argv := make([]any, 0, 9+len(args))
-	argv = append(argv, op, sid, userJSON, uk.channel, s.pubCmd,
-		s.cfg.IdleThreshold.Milliseconds(), s.cfg.LastActiveGranularity.Milliseconds(),
-		s.cfg.OfflineRetention.Milliseconds(), s.cfg.MaxSessionsPerUser)
+	argv := make([]any, 0, 4+len(s.stepSettings)+len(args))
+	argv = append(argv, op, sid, userJSON, e.Key(partChannel))
+	argv = append(argv, s.stepSettings...)
 	argv = append(argv, args...)
-	res, err := s.batch.runScript(ctx, sessionScript, []string{uk.status, uk.sessions, uk.notify, uk.subs}, argv)
+	keys := []string{e.Key(partStatus), e.Key(partSessions), e.Key(partNotify), e.Key(partSubs)}
+	res, err := s.batch.runScript(ctx, sessionScript, keys, argv)
 	if err != nil {
 		return stepResult{}, fmt.Errorf("presence: session %s: %w", op, err)
 	}
