@@ -159,6 +159,8 @@ func (g *gateway) handle(c echo.Context) error {
 	// Counted before the upgrade, so shutdown, which waits for the
 	// connections after the sockets are drained, cannot miss this one.
 	g.wg.Add(1)
+	// Held: open always sends a frame next (the snapshot, or an error
+	// and close), which carries the handshake's answer with it.
 	conn, err := g.mod.sockets.UpgradeHeld(c, "presence")
 	if err != nil {
 		g.wg.Done()
