@@ -54,6 +54,11 @@ type subject struct {
 
 	ready chan struct{} // closed once the hub subscription is confirmed (or failed)
 	err   error
+	// loaded is closed once the follow that created the subject has read
+	// its first status (or given up): other followers arriving meanwhile
+	// wait for that read instead of each making their own. In a connect
+	// burst a new subject gets most of its followers within that read.
+	loaded chan struct{}
 
 	mu       sync.Mutex
 	watchers map[*localUser]struct{}
@@ -344,7 +349,8 @@ func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) ([]*su
 		}
 		s := f.subjects[id]
 		if s == nil {
-			s = &subject{id: id, topic: f.st.keys.userKey(id, partChannel), f: f, ready: make(chan struct{}), watchers: map[*localUser]struct{}{}}
+			s = &subject{id: id, topic: f.st.keys.userKey(id, partChannel), f: f, ready: make(chan struct{}),
+				loaded: make(chan struct{}), watchers: map[*localUser]struct{}{}}
 			f.subjects[id] = s
 			created = append(created, s)
 			f.m.subjects.Inc()
@@ -358,10 +364,24 @@ func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) ([]*su
 	lu.mu.Unlock()
 	f.mu.Unlock()
 
+	// Closed as soon as this follow's own reads are done, before it waits
+	// for other follows' reads: two follows each waiting for a subject the
+	// other created must not wait for each other.
+	doneLoading := sync.OnceFunc(func() {
+		for _, s := range created {
+			close(s.loaded)
+		}
+	})
+	defer doneLoading()
 	f.subscribe(created)
 	var failed []string
-	var fresh []*subject
+	var fresh, others []*subject
+	mine := 0 // created is added's subsequence of new subjects, in order
 	for _, s := range added {
+		isMine := mine < len(created) && created[mine] == s
+		if isMine {
+			mine++
+		}
 		select {
 		case <-s.ready:
 		case <-ctx.Done():
@@ -370,15 +390,36 @@ func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) ([]*su
 			failed = append(failed, s.id)
 			continue
 		}
-		if s.cur.Load() == nil {
+		switch {
+		case s.cur.Load() != nil:
+		case isMine:
 			fresh = append(fresh, s)
+		default:
+			others = append(others, s)
 		}
 	}
 	if len(failed) > 0 {
 		f.unfollow(lu, failed)
 		return nil, fmt.Errorf("presence: subscribe %d users: %w", len(failed), firstErr(ctx, added))
 	}
-	if err := f.load(ctx, fresh); err != nil {
+	err := f.load(ctx, fresh)
+	doneLoading()
+	if err != nil {
+		return added, err
+	}
+	// Subjects another follow created: their creator reads them. Those
+	// still without a status after its read (it failed) are read here.
+	var again []*subject
+	for _, s := range others {
+		select {
+		case <-s.loaded:
+		case <-ctx.Done():
+		}
+		if s.cur.Load() == nil {
+			again = append(again, s)
+		}
+	}
+	if err := f.load(ctx, again); err != nil {
 		return added, err
 	}
 	return added, nil
