@@ -48,8 +48,13 @@ const (
 	partChannel   = "updates"
 )
 
+// userEntity is the hash tag every key of user id shares.
+func (k keys) userEntity(id string) store.EntityKeys {
+	return k.ks.Entity("presence", id)
+}
+
 func (k keys) user(id string) userKeys {
-	e := k.ks.Entity("presence", id)
+	e := k.userEntity(id)
 	return userKeys{
 		status:    e.Key(partStatus),
 		sessions:  e.Key(partSessions),
@@ -65,7 +70,7 @@ func (k keys) user(id string) userKeys {
 // userKey is one key of a user, for loops over many users (a connect's
 // follows, a snapshot): user builds all eight, nine allocations per user.
 func (k keys) userKey(id, part string) string {
-	return k.ks.Entity("presence", id).Key(part)
+	return k.userEntity(id).Key(part)
 }
 
 type shardKeys struct {

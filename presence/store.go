@@ -45,13 +45,12 @@ var (
 // stateStore is the Redis side of the module: sessions, statuses,
 // subscriptions and the lifecycle indexes.
 type stateStore struct {
-	rdb    redis.UniversalClient
-	batch  *batcher
-	keys   keys
-	cfg    config.Presence
-	pubCmd string
-	// stepSettings are the session script's arguments 5-9, the same for
-	// every call.
+	rdb   redis.UniversalClient
+	batch *batcher
+	keys  keys
+	cfg   config.Presence
+	// stepSettings are the session script's arguments 5-9 (the publish
+	// command, then settings), the same for every call.
 	stepSettings []any
 	// gateway is this process's id when it serves connections: the
 	// sessions it opens are recorded under its lease.
@@ -61,7 +60,7 @@ type stateStore struct {
 // newStateStore publishes changes from its scripts with pubCmd, the hub's
 // (hub.PublishCommand).
 func newStateStore(rdb redis.UniversalClient, k keys, cfg config.Presence, pubCmd string) *stateStore {
-	return &stateStore{rdb: rdb, batch: newBatcher(rdb), keys: k, cfg: cfg, pubCmd: pubCmd,
+	return &stateStore{rdb: rdb, batch: newBatcher(rdb), keys: k, cfg: cfg,
 		// Boxed once: every status change and ping passes them.
 		stepSettings: []any{pubCmd, cfg.IdleThreshold.Milliseconds(), cfg.LastActiveGranularity.Milliseconds(),
 			cfg.OfflineRetention.Milliseconds(), cfg.MaxSessionsPerUser},
@@ -86,7 +85,7 @@ type stepResult struct {
 
 // step runs one session operation on a user and recomputes their status.
 func (s *stateStore) step(ctx context.Context, user, op, sid string, args ...any) (stepResult, error) {
-	e := s.keys.ks.Entity("presence", user)
+	e := s.keys.userEntity(user)
 	// The script splices the user into the payload it publishes: encoded
 	// here once, so the script does not run a JSON encoder per change.
 	userJSON, err := json.Marshal(user)

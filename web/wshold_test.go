@@ -1,10 +1,7 @@
 package web
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -41,24 +38,12 @@ func heldServer(t *testing.T) (addr string, conns chan *Conn) {
 	return strings.TrimPrefix(ts.URL, "http://"), conns
 }
 
-// handshake sends a WebSocket upgrade request for /held.
-func handshake(t *testing.T, addr string) (*net.TCPConn, *bufio.Reader) {
-	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = nc.Close() })
-	_, err = fmt.Fprintf(nc, "GET /held HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
-	require.NoError(t, err)
-	return nc.(*net.TCPConn), bufio.NewReader(nc)
-}
-
 // The answer to a held handshake is written with the first frame, not
 // before it, and the client reads both.
 func TestHeldHandshakeAnswersWithTheFirstFrame(t *testing.T) {
 	t.Parallel()
 	addr, conns := heldServer(t)
-	nc, br := handshake(t, addr)
+	nc, br := sendHandshake(t, addr, "/held")
 	conn := <-conns
 
 	// The upgrade is done on the server; nothing has reached the client.
@@ -85,7 +70,7 @@ func TestHeldHandshakeAnswersWithTheFirstFrame(t *testing.T) {
 func TestHeldHandshakeAnswersWithTheCloseFrame(t *testing.T) {
 	t.Parallel()
 	addr, conns := heldServer(t)
-	nc, br := handshake(t, addr)
+	nc, br := sendHandshake(t, addr, "/held")
 	conn := <-conns
 	conn.Close(ClosePolicy, "no")
 	resp, err := http.ReadResponse(br, nil)

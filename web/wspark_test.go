@@ -67,19 +67,26 @@ type rawClient struct {
 
 func dialRaw(t testing.TB, addr string) *rawClient {
 	t.Helper()
+	tc, br := sendHandshake(t, addr, "/ws")
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	return &rawClient{t: t, nc: tc, br: br}
+}
+
+// sendHandshake dials addr and sends a WebSocket upgrade request for path,
+// leaving its answer to be read.
+func sendHandshake(t testing.TB, addr, path string) (*net.TCPConn, *bufio.Reader) {
+	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nc.Close() })
 	tc := nc.(*net.TCPConn)
 	require.NoError(t, tc.SetNoDelay(true))
-	_, err = fmt.Fprintf(nc, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
+	_, err = fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path, addr)
 	require.NoError(t, err)
-	br := bufio.NewReader(nc)
-	resp, err := http.ReadResponse(br, nil)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-	return &rawClient{t: t, nc: tc, br: br}
+	return tc, bufio.NewReader(nc)
 }
 
 // frame is a masked client frame.
