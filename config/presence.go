@@ -77,6 +77,13 @@ type Presence struct {
 	// come several times less often. 0 turns it off; a GOGC set in the
 	// environment wins.
 	HeapFloorBytes int64 `yaml:"heap_floor_bytes"`
+	// BurstHeapBytes lets a gateway's heap grow this much past its live
+	// heap before a collection while connections open fast (a launch, or
+	// the clients of a restarted gateway coming back): a quarter of a
+	// connect burst's CPU went to collections. The garbage is collected
+	// and handed back when the burst is over. 0 turns it off; a GOGC set
+	// in the environment wins.
+	BurstHeapBytes int64 `yaml:"burst_heap_bytes"`
 
 	MaxSubscriptions             int     `yaml:"max_subscriptions"`
 	MaxFollowers                 int     `yaml:"max_followers"`
@@ -141,6 +148,7 @@ func defaultPresence() Presence {
 		SlowClientTimeout:            10 * time.Second,
 		OpeningWait:                  2 * time.Second,
 		HeapFloorBytes:               64 << 20,
+		BurstHeapBytes:               128 << 20,
 		MaxSubscriptions:             1000,
 		MaxFollowers:                 5000,
 		SubscriptionChangesPerMinute: 30,
@@ -166,7 +174,8 @@ func defaultPresence() Presence {
 // MinCoalesceTick is the shortest presence.coalesce_tick accepted.
 const MinCoalesceTick = 10 * time.Millisecond
 
-// MaxHeapFloorBytes is the largest presence.heap_floor_bytes accepted.
+// MaxHeapFloorBytes is the largest presence.heap_floor_bytes (and
+// burst_heap_bytes) accepted.
 const MaxHeapFloorBytes = 4 << 30
 
 // MaxOpeningWait is the longest presence.opening_wait accepted.
@@ -226,6 +235,9 @@ func (p Presence) validate(bad badFunc) {
 	}
 	if p.HeapFloorBytes < 0 || p.HeapFloorBytes > MaxHeapFloorBytes {
 		bad("presence.heap_floor_bytes", "must be within 0..%d (0: off): the floor is memory held for garbage", int64(MaxHeapFloorBytes))
+	}
+	if p.BurstHeapBytes < 0 || p.BurstHeapBytes > MaxHeapFloorBytes {
+		bad("presence.burst_heap_bytes", "must be within 0..%d (0: off): the headroom is memory held for garbage during a connect burst", int64(MaxHeapFloorBytes))
 	}
 	if p.MaxOpening < 0 {
 		bad("presence.max_opening", "must not be negative (0: sized to the machine)")

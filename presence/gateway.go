@@ -43,6 +43,8 @@ type gateway struct {
 	listening chan struct{}
 
 	wg sync.WaitGroup // connection goroutines, waited for at shutdown
+
+	gc *gcTuner // told of every opened connection, to notice bursts
 }
 
 // listenWait bounds how long a connection opened at start-up waits for the
@@ -53,6 +55,7 @@ func newGateway(m *Module) *gateway {
 	g := &gateway{
 		mod: m, cfg: m.cfg, f: m.f, m: m.m, idle: newIdleWheel(), behind: newBehindSet(),
 		jobs: make(chan job), opening: make(chan struct{}, openingSlots(m.cfg)), listening: make(chan struct{}),
+		gc: newGCTuner(m.cfg.HeapFloorBytes, m.cfg.BurstHeapBytes, m.log),
 	}
 	for i := 0; i < maxInFlight; i++ {
 		g.workers.Add(1)
@@ -180,6 +183,7 @@ func (g *gateway) handle(c echo.Context) error {
 		g.wg.Done()
 		return nil
 	}
+	g.gc.opened()
 	cl.serve()
 	return nil
 }

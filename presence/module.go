@@ -75,8 +75,8 @@ func (m *Module) StartGateway(ctx context.Context, h module.Host) error {
 	m.gw = newGateway(m)
 	h.Routes().GET("/v1/presence/ws", m.gw.handle)
 	h.Go("presence.gateway", m.gw.run)
-	h.Go("presence.heap-floor", func(ctx context.Context) error {
-		runHeapFloor(ctx, m.cfg.HeapFloorBytes, m.log)
+	h.Go("presence.gc-tuner", func(ctx context.Context) error {
+		m.gw.gc.run(ctx)
 		return nil
 	})
 	return nil

@@ -1,0 +1,183 @@
+package presence
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	rtmetrics "runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A gateway's live heap is small for the garbage it makes: at 2,000
+// connections and 20,000 deliveries a second it holds about 20 MB and, with
+// GOGC=100, collected every second or two. On a gateway with one or two
+// CPUs each mark phase ran for 25-100 ms beside the fan-out (a fractional
+// worker sharing the processor, assists on the goroutines allocating), and
+// those windows were where the latency tail lay. The heap floor lets the
+// heap grow to presence.heap_floor_bytes before a collection while the
+// live heap is small; once the live heap passes half the floor, GOGC is
+// back to 100 and memory per connection is what it would be without it.
+//
+// A connect burst (a launch, or every client of a restarted gateway coming
+// back) is the other time collections cost most: each connect allocates
+// about 70 KB it drops at once (handshake buffers, Redis commands of the
+// follow), while the live heap grows by the new connections, so a quarter
+// of the CPU went to marking a heap that is mostly the connections already
+// open. While connections open faster than burstOpensPerSecond, the heap
+// may grow by presence.burst_heap_bytes past the live heap before a
+// collection; when the burst is over GOGC is back to the floor's, and one
+// collection hands the burst's garbage back to the system.
+//
+// GOGC is set right after each collection, from the live heap that
+// collection found, so the next goal is what the rules above allow and a
+// heap growing fast between collections cannot overshoot it by more than
+// GOGC=100 would.
+
+// maxFloorPercent bounds GOGC: a nearly empty heap collects at 11× its
+// live size rather than at the floor.
+const maxFloorPercent = 1000
+
+// A burst is on while at least burstOpensPerSecond connections opened in
+// each burstWindow, and over after burstQuiet windows below it. A gateway's
+// usual connects come at its users' arrival rate, far below.
+const (
+	burstOpensPerSecond = 200
+	burstWindow         = 250 * time.Millisecond
+	burstQuiet          = 4
+)
+
+// floorPercent is the GOGC that puts the next collection at floor bytes
+// (never below 100) for a live heap of live bytes.
+func floorPercent(live, floor uint64) int {
+	if floor == 0 || live == 0 || live*2 >= floor {
+		return 100
+	}
+	return int(min(floor*100/live-100, maxFloorPercent))
+}
+
+// headroomPercent is the GOGC that lets a heap of live bytes grow by
+// headroom bytes before the next collection (never below 100).
+func headroomPercent(live, headroom uint64) int {
+	if headroom == 0 || live == 0 || headroom <= live {
+		return 100
+	}
+	return int(min(headroom*100/live, maxFloorPercent))
+}
+
+// gcTuner keeps GOGC at what the heap floor and, during a connect burst,
+// the burst headroom allow.
+type gcTuner struct {
+	floor, headroom uint64
+	log             *slog.Logger
+	opens           atomic.Int64 // connections opened since the last window
+	burst           atomic.Bool
+
+	// mu orders the adjustments against each other and against the stop,
+	// so none lands after GOGC was put back.
+	mu      sync.Mutex
+	stopped bool
+	last    int
+}
+
+func newGCTuner(floor, headroom int64, log *slog.Logger) *gcTuner {
+	return &gcTuner{floor: uint64(max(floor, 0)), headroom: uint64(max(headroom, 0)), log: log, last: 100}
+}
+
+// opened counts a connection opened, for the burst detector.
+func (t *gcTuner) opened() { t.opens.Add(1) }
+
+func (t *gcTuner) percent(live uint64) int {
+	p := floorPercent(live, t.floor)
+	if t.burst.Load() {
+		p = max(p, headroomPercent(live, t.headroom))
+	}
+	return p
+}
+
+// apply sets GOGC for the live heap the last collection found.
+func (t *gcTuner) apply() {
+	sample := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(sample)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped || sample[0].Value.Kind() != rtmetrics.KindUint64 {
+		return
+	}
+	if p := t.percent(sample[0].Value.Uint64()); p != t.last {
+		debug.SetGCPercent(p)
+		t.last = p
+	}
+}
+
+// run tunes GOGC until ctx ends, then puts it back to 100. An operator's
+// own GOGC wins: with it set the tuner does nothing.
+func (t *gcTuner) run(ctx context.Context) {
+	if t.floor == 0 && t.headroom == 0 {
+		return
+	}
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		t.log.Info("presence: GOGC is set, presence.heap_floor_bytes and burst_heap_bytes are not applied", "GOGC", v)
+		return
+	}
+	var arm func()
+	arm = func() {
+		// A finalizer runs once per collection that finds its object
+		// unreachable: re-armed each time, it is a hook after every GC.
+		runtime.SetFinalizer(new([32]byte), func(*[32]byte) {
+			t.apply()
+			t.mu.Lock()
+			stopped := t.stopped
+			t.mu.Unlock()
+			if !stopped {
+				arm()
+			}
+		})
+	}
+	arm()
+	t.apply()
+	if t.headroom > 0 {
+		t.watchBursts(ctx)
+	}
+	<-ctx.Done()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	debug.SetGCPercent(100)
+}
+
+// watchBursts turns the burst headroom on and off from the rate of opened
+// connections until ctx ends.
+func (t *gcTuner) watchBursts(ctx context.Context) {
+	tick := time.NewTicker(burstWindow)
+	defer tick.Stop()
+	threshold := int64(burstOpensPerSecond * burstWindow / time.Second)
+	quiet := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		fast := t.opens.Swap(0) >= threshold
+		switch {
+		case fast:
+			quiet = 0
+			if !t.burst.Swap(true) {
+				t.apply()
+			}
+		case t.burst.Load():
+			if quiet++; quiet >= burstQuiet {
+				t.burst.Store(false)
+				t.apply()
+				// The heap may stand at the burst's goal, mostly
+				// garbage: collect it now and return the pages, instead
+				// of holding them until the scavenger gets there.
+				debug.FreeOSMemory()
+			}
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package presence
+
+import (
+	"context"
+	"os"
+	"runtime"
+	rtmetrics "runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
+)
+
+func TestFloorPercentPutsTheNextCollectionAtTheFloor(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	require.Equal(t, 100, floorPercent(40*mib, 64*mib), "live heap past half the floor: GOGC 100")
+	require.Equal(t, 100, floorPercent(32*mib, 64*mib))
+	require.Equal(t, 300, floorPercent(16*mib, 64*mib), "16 MiB live collects at 64")
+	require.Equal(t, 540, floorPercent(10*mib, 64*mib))
+	require.Equal(t, maxFloorPercent, floorPercent(1*mib, 64*mib), "bounded for a nearly empty heap")
+	require.Equal(t, 100, floorPercent(1*mib, 0), "off")
+}
+
+func TestHeadroomPercentLetsTheHeapGrowByTheHeadroom(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	require.Equal(t, 256, headroomPercent(100*mib, 256*mib), "100 MiB live collects at 356")
+	require.Equal(t, 100, headroomPercent(300*mib, 256*mib), "a heap larger than the headroom: GOGC 100")
+	require.Equal(t, maxFloorPercent, headroomPercent(1*mib, 256*mib), "bounded for a nearly empty heap")
+	require.Equal(t, 100, headroomPercent(10*mib, 0), "off")
+}
+
+// A burst of opens raises GOGC to the headroom's; once opens stop it is
+// back to the floor's (100 here: no floor). Not parallel: GOGC is the
+// process's.
+func TestConnectBurstRaisesGOGCUntilItIsOver(t *testing.T) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		t.Skip("GOGC set in the environment: the tuner leaves it alone")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	tu := newGCTuner(0, 4<<30, testenv.Logger())
+	go func() {
+		defer close(done)
+		tu.run(ctx)
+	}()
+	runtime.GC()
+	require.Equal(t, uint64(100), gogcNow(), "no burst yet")
+
+	stop := make(chan struct{})
+	opening := make(chan struct{})
+	go func() {
+		defer close(opening)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				// Past the burst rate even if only one tick a window
+				// comes through on a loaded machine.
+				for range 100 {
+					tu.opened()
+				}
+			}
+		}
+	}()
+	testenv.Eventually(t, 10*time.Second, func() bool { return gogcNow() > 100 }, "GOGC raised during the burst")
+	close(stop)
+	<-opening
+	testenv.Eventually(t, 10*time.Second, func() bool { return gogcNow() == 100 }, "GOGC back once opens stop")
+	require.False(t, tu.burst.Load())
+	cancel()
+	<-done
+	require.Equal(t, uint64(100), gogcNow())
+}
+
+// A few opens a second are a gateway's ordinary arrivals, not a burst.
+func TestSlowOpensAreNoBurst(t *testing.T) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		t.Skip("GOGC set in the environment: the tuner leaves it alone")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	tu := newGCTuner(0, 4<<30, testenv.Logger())
+	go func() {
+		defer close(done)
+		tu.run(ctx)
+	}()
+	for range 10 {
+		tu.opened()
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.False(t, tu.burst.Load(), "20 opens a second")
+	require.Equal(t, uint64(100), gogcNow())
+	cancel()
+	<-done
+}
+
+func gogcNow() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/gogc:percent"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// After a collection the floor raises GOGC for a small live heap, and puts
+// it back when the gateway stops. (Not parallel: GOGC is the process's.)
+func TestHeapFloorRaisesGOGCAfterACollection(t *testing.T) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		t.Skip("GOGC set in the environment: the floor leaves it alone")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		newGCTuner(4<<30, 0, testenv.Logger()).run(ctx)
+	}()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		runtime.GC()
+		return gogcNow() > 100
+	}, "GOGC raised after a collection")
+	cancel()
+	<-done
+	require.Equal(t, uint64(100), gogcNow(), "back to 100 once stopped")
+	runtime.GC()
+	require.Equal(t, uint64(100), gogcNow(), "and no later collection raises it again")
+}
