@@ -55,12 +55,13 @@ type stateStore struct {
 	// gateway is this process's id when it serves connections: the
 	// sessions it opens are recorded under its lease.
 	gateway string
+	counts  *followerCounts
 }
 
 // newStateStore publishes changes from its scripts with pubCmd, the hub's
 // (hub.PublishCommand).
 func newStateStore(rdb redis.UniversalClient, k keys, cfg config.Presence, pubCmd string) *stateStore {
-	return &stateStore{rdb: rdb, batch: newBatcher(rdb), keys: k, cfg: cfg,
+	return &stateStore{rdb: rdb, batch: newBatcher(rdb), keys: k, cfg: cfg, counts: newFollowerCounts(cfg.MaxFollowers),
 		// Boxed once: every status change and ping passes them.
 		stepSettings: []any{pubCmd, cfg.IdleThreshold.Milliseconds(), cfg.LastActiveGranularity.Milliseconds(),
 			cfg.OfflineRetention.Milliseconds(), cfg.MaxSessionsPerUser},

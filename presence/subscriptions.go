@@ -75,6 +75,7 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 		if err != nil {
 			return subChange{}, fmt.Errorf("presence: change followers: %w", err)
 		}
+		s.counts.added(change.Added)
 	}
 	return change, nil
 }
@@ -121,16 +122,20 @@ func (s *stateStore) writeReverse(ctx context.Context, p redis.Pipeliner, user s
 // allowed; the script refuses a command that would add one of them. The
 // counts are read before the script (they live in other slots), so
 // followers added at the same instant by other users may overshoot the cap
-// by a few.
+// by a few; sizes read in the last second are reused (followerCounts).
 func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string, error) {
 	if len(added) == 0 {
 		return nil, nil
 	}
-	cmds := make([]*redis.IntCmd, len(added))
+	unknown := s.counts.unknown(added)
+	if len(unknown) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.IntCmd, len(unknown))
 	err := s.batch.pipeline(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
-		out := make([]redis.Cmder, len(added))
-		for i, subj := range added {
-			cmds[i] = p.SCard(ctx, s.keys.userKey(subj, partFollowers))
+		out := make([]redis.Cmder, len(unknown))
+		for i, at := range unknown {
+			cmds[i] = p.SCard(ctx, s.keys.userKey(added[at], partFollowers))
 			out[i] = cmds[i]
 		}
 		return out
@@ -140,8 +145,10 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 	}
 	var full []string
 	for i, c := range cmds {
+		id := added[unknown[i]]
+		s.counts.read(id, c.Val())
 		if c.Val() >= int64(s.cfg.MaxFollowers) {
-			full = append(full, added[i])
+			full = append(full, id)
 		}
 	}
 	return full, nil
