@@ -52,11 +52,18 @@ type controlSub struct{ g *gateway }
 
 func (cs controlSub) Deliver(msg hub.Message) {
 	if msg.Resync {
+		// Messages may have been missed: a subscription change among them.
+		cs.g.subsNews.Add(1)
 		return
 	}
 	var cm controlMsg
 	if err := json.Unmarshal(msg.Payload, &cm); err != nil {
 		return
+	}
+	if cm.T == "subs" {
+		// Counted before the user is looked up: a connection still
+		// opening is not attached yet, and must not miss it (see open).
+		cs.g.subsNews.Add(1)
 	}
 	lu := cs.g.f.user(cm.U)
 	if lu == nil {

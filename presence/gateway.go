@@ -45,6 +45,11 @@ type gateway struct {
 	wg sync.WaitGroup // connection goroutines, waited for at shutdown
 
 	gc *gcTuner // told of every opened connection, to notice bursts
+	// subsNews counts the subscription changes announced by other
+	// gateways (and control resyncs, which may have lost some). A
+	// connection whose open saw none follows the subscriptions its session
+	// script read, without reading them again.
+	subsNews atomic.Uint64
 }
 
 // listenWait bounds how long a connection opened at start-up waits for the
@@ -302,6 +307,7 @@ func (c *client) open() bool {
 	now := time.Now().UnixNano()
 	c.lastAct.Store(now)
 	var leftRooms []string
+	news := g.subsNews.Load()
 	res, err := g.mod.st.step(ctx, c.user, "open", c.sid)
 	if errors.Is(err, errTooManySessions) {
 		c.closeWithError(web.CodeLimitExceeded, "too many sessions for this user; close another device or tab", "", web.ClosePolicy, "too many sessions")
@@ -333,8 +339,14 @@ func (c *client) open() bool {
 	defer c.lu.changeMu.Unlock()
 	if !c.lu.hydrated {
 		// Subscriptions outlive a connection while the user stays online
-		// (a reload within the grace period): follow them again here.
-		ids, err := g.mod.st.subscriptions(ctx, c.user)
+		// (a reload within the grace period): follow them again here. The
+		// open read them; a change made elsewhere since was announced,
+		// and one announced before the attach above found no one here to
+		// tell, so then they are read again.
+		ids, err := res.Following, error(nil)
+		if g.subsNews.Load() != news {
+			ids, err = g.mod.st.subscriptions(ctx, c.user)
+		}
 		if err == nil {
 			_, err = g.f.setFollowing(ctx, c.lu, ids)
 		}

@@ -82,6 +82,9 @@ type stepResult struct {
 	Watchers []string
 	// Unfollowed are the users this user followed until going offline.
 	Unfollowed []string
+	// Following (open only) are the user's subscriptions as the session
+	// opened: those of a session that ended within the grace period.
+	Following []string
 }
 
 // step runs one session operation on a user and recomputes their status.
@@ -114,7 +117,7 @@ func parseStep(user string, res []any) (stepResult, error) {
 			return stepResult{}, errTooManySessions
 		}
 	}
-	if len(res) != 10 {
+	if len(res) != 11 {
 		return stepResult{}, fmt.Errorf("presence: session step: unexpected reply %v", res)
 	}
 	st := stepResult{
@@ -128,6 +131,7 @@ func parseStep(user string, res []any) (stepResult, error) {
 		IdleIn:     time.Duration(toInt(res[7])) * time.Millisecond,
 		Watchers:   toStrings(res[8]),
 		Unfollowed: toStrings(res[9]),
+		Following:  toStrings(res[10]),
 	}
 	if st.Status.Since == 0 {
 		st.Status.LastActiveAt = 0

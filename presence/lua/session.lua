@@ -15,9 +15,11 @@
 -- x "1" while the hash expires (the user is offline).
 --
 -- Returns {result, changed, status, since, lastActiveAt (rounded), v,
---          sessions, idleIn ms (-1: none active), notify watchers, forward}
+--          sessions, idleIn ms (-1: none active), notify watchers, forward,
+--          following}
 -- where forward lists the subscriptions removed because the user went
--- offline.
+-- offline, and following (open only) the user's subscriptions as the
+-- session opens, which its gateway follows.
 local status, sessions, notify, subs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, sid = ARGV[1], ARGV[2]
 local threshold = tonumber(ARGV[6])
@@ -161,7 +163,7 @@ if changed == 1 then
   end
 end
 
-local forward = {}
+local forward, following = {}, {}
 if count == 0 then
   if cur[6] ~= '1' and (changed == 1 or shownBefore) then
     redis.call('HSET', status, 'x', '1')
@@ -181,8 +183,9 @@ else
     -- Always on open: a hash left expiring without the x mark (written
     -- before the mark existed) must not expire under an online user.
     redis.call('PERSIST', status)
+    following = redis.call('SMEMBERS', subs)
   elseif cur[6] == '1' then
     redis.call('PERSIST', status)
   end
 end
-return {result, changed, shown, since, lar, v, count, idleIn, watchers, forward}
+return {result, changed, shown, since, lar, v, count, idleIn, watchers, forward, following}

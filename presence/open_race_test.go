@@ -1,0 +1,104 @@
+package presence_test
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// pauseAfterOpen holds the first session open of one user right after its
+// script answered, until released: the moment between the open reading the
+// user's subscriptions and the connection being attached to its user.
+type pauseAfterOpen struct {
+	sessionsKey string
+	once        sync.Once
+	opened      chan struct{}
+	release     chan struct{}
+}
+
+func (p *pauseAfterOpen) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (p *pauseAfterOpen) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		p.maybePause([]redis.Cmder{cmd})
+		return err
+	}
+}
+
+func (p *pauseAfterOpen) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		p.maybePause(cmds)
+		return err
+	}
+}
+
+func (p *pauseAfterOpen) maybePause(cmds []redis.Cmder) {
+	for _, c := range cmds {
+		args := c.Args()
+		if !slices.Contains(args, any(p.sessionsKey)) || !slices.Contains(args, any("open")) {
+			continue
+		}
+		p.once.Do(func() {
+			close(p.opened)
+			<-p.release
+		})
+		return
+	}
+}
+
+// A subscription change made on another gateway after a connection's open
+// read the user's subscriptions, but announced before the connection was
+// attached to its user (so no one here was told), is still followed by it.
+func TestSubscriptionChangedElsewhereWhileAConnectionOpensIsFollowed(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	s1 := startServer(t, cfg)
+	cfg2 := cfg
+	cfg2.Roles = []string{"presence"}
+	s2 := startServer(t, cfg2)
+
+	phone := connect(t, s2, "alice")
+	phone.subscribe("bob")
+
+	rdb, err := s1.app.Redis(context.Background())
+	require.NoError(t, err)
+	pause := &pauseAfterOpen{
+		sessionsKey: cfg.Redis.Prefix + "{presence:alice}:sessions",
+		opened:      make(chan struct{}), release: make(chan struct{}),
+	}
+	rdb.AddHook(pause)
+
+	var tab *wsClient
+	dialed := make(chan struct{})
+	go func() {
+		defer close(dialed)
+		tab = connect(t, s1, "alice")
+	}()
+	select {
+	case <-pause.opened:
+	case <-time.After(waitFor):
+		t.Fatal("the open of alice's second connection was not seen")
+	}
+	id := phone.send("subscriptions:add", map[string]any{"users": []string{"carol"}})
+	require.Equal(t, "presence:updated", phone.reply(id).Event)
+	// Time for s1 to receive the announcement while the open is held; if
+	// it comes later it reaches the attached connection the usual way.
+	time.Sleep(300 * time.Millisecond)
+	close(pause.release)
+	<-dialed
+	require.NotNil(t, tab)
+
+	carol := connect(t, s2, "carol")
+	defer carol.closeAbruptly()
+	tab.statusOf("carol", "online")
+}
