@@ -127,15 +127,53 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 	if len(added) == 0 {
 		return nil, nil
 	}
-	unknown := s.counts.unknown(added)
-	if len(unknown) == 0 {
+	c := s.counts.claim(added)
+	n, err := s.readCounts(ctx, added, c.mine)
+	s.counts.done(c.entries, n)
+	if err != nil {
+		return nil, err
+	}
+	var full []string
+	for i, at := range c.mine {
+		if n[i] >= int64(s.cfg.MaxFollowers) {
+			full = append(full, added[at])
+		}
+	}
+	// Sizes others were reading: theirs if it came and is well below the
+	// cap, else read here.
+	var again []int
+	for i, at := range c.waiting {
+		select {
+		case <-c.pending[i].read:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if !s.counts.trusted(c.pending[i]) {
+			again = append(again, at)
+		}
+	}
+	n, err = s.readCounts(ctx, added, again)
+	if err != nil {
+		return nil, err
+	}
+	for i, at := range again {
+		if n[i] >= int64(s.cfg.MaxFollowers) {
+			full = append(full, added[at])
+		}
+	}
+	return full, nil
+}
+
+// readCounts reads the follower-set sizes of ids[at] for each at.
+func (s *stateStore) readCounts(ctx context.Context, ids []string, at []int) ([]int64, error) {
+	if len(at) == 0 {
 		return nil, nil
 	}
-	cmds := make([]*redis.IntCmd, len(unknown))
+	cmds := make([]*redis.IntCmd, len(at))
 	err := s.batch.pipeline(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
-		out := make([]redis.Cmder, len(unknown))
-		for i, at := range unknown {
-			cmds[i] = p.SCard(ctx, s.keys.userKey(added[at], partFollowers))
+		out := make([]redis.Cmder, len(at))
+		for i, j := range at {
+			cmds[i] = p.SCard(ctx, s.keys.userKey(ids[j], partFollowers))
 			out[i] = cmds[i]
 		}
 		return out
@@ -143,13 +181,9 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 	if err != nil {
 		return nil, err
 	}
-	var full []string
+	n := make([]int64, len(at))
 	for i, c := range cmds {
-		id := added[unknown[i]]
-		s.counts.read(id, c.Val())
-		if c.Val() >= int64(s.cfg.MaxFollowers) {
-			full = append(full, id)
-		}
+		n[i] = c.Val()
 	}
-	return full, nil
+	return n, nil
 }
