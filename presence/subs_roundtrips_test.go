@@ -98,3 +98,37 @@ func TestConcurrentSubscriptionAddsAllLand(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 100, n)
 }
+
+// The script names what a command added and removed; when it added every
+// user of the command it says so in one word, and the list is the
+// command's.
+func TestSubscriptionChangesNameWhatTheyAddedAndRemoved(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
+	ctx := context.Background()
+	sid := store.NewToken()[:16]
+	_, err := m.st.step(ctx, "alice", "open", sid)
+	require.NoError(t, err)
+	steps := []struct {
+		op             subOp
+		ids            []string
+		added, removed []string
+	}{
+		{subSet, []string{"a", "b"}, []string{"a", "b"}, nil},
+		{subSet, []string{"b", "c"}, []string{"c"}, []string{"a"}},
+		{subAdd, []string{"c", "d"}, []string{"d"}, nil},
+		{subAdd, []string{"e", "f"}, []string{"e", "f"}, nil},
+		{subRemove, []string{"b", "x"}, nil, []string{"b"}},
+		{subSet, []string{"c", "d", "e", "f"}, nil, nil},
+	}
+	for i, s := range steps {
+		change, err := m.st.changeSubscriptions(ctx, "alice", sid, s.op, s.ids)
+		require.NoError(t, err)
+		require.ElementsMatch(t, s.added, change.Added, "step %d", i)
+		require.ElementsMatch(t, s.removed, change.Removed, "step %d", i)
+	}
+	subs, err := rdb.SMembers(ctx, m.keys.user("alice").subs).Result()
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"c", "d", "e", "f"}, subs)
+}

@@ -62,7 +62,7 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 	if err != nil {
 		return subChange{}, fmt.Errorf("presence: change subscriptions: %w", err)
 	}
-	change, err := parseSubs(res, s.cfg)
+	change, err := parseSubs(res, ids, s.cfg)
 	if err != nil {
 		return subChange{}, err
 	}
@@ -92,8 +92,9 @@ func (op subOp) String() string {
 	}
 }
 
-// parseSubs reads the reply of the subscriptions script.
-func parseSubs(res []any, cfg config.Presence) (subChange, error) {
+// parseSubs reads the reply of the subscriptions script to a command on
+// ids.
+func parseSubs(res []any, ids []string, cfg config.Presence) (subChange, error) {
 	switch {
 	case len(res) == 1 && res[0] == "no_session":
 		return subChange{}, errNoSession
@@ -102,7 +103,11 @@ func parseSubs(res []any, cfg config.Presence) (subChange, error) {
 	case len(res) == 2 && res[0] == "full":
 		return subChange{}, &limitError{msg: fmt.Sprintf("at most %d followers per user", cfg.MaxFollowers), users: toStrings(res[1])}
 	case len(res) == 4 && res[0] == "ok":
-		return subChange{Added: toStrings(res[1]), Removed: toStrings(res[2]), Sessions: int(toInt(res[3]))}, nil
+		added := ids
+		if res[1] != "all" {
+			added = toStrings(res[1])
+		}
+		return subChange{Added: added, Removed: toStrings(res[2]), Sessions: int(toInt(res[3]))}, nil
 	}
 	return subChange{}, fmt.Errorf("presence: change subscriptions: unexpected reply %v", res)
 }
@@ -133,12 +138,7 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 	if err != nil {
 		return nil, err
 	}
-	var full []string
-	for i, at := range c.mine {
-		if n[i] >= int64(s.cfg.MaxFollowers) {
-			full = append(full, added[at])
-		}
-	}
+	full := s.atTheCap(nil, added, c.mine, n)
 	// Sizes others were reading: theirs if it came and is well below the
 	// cap, else read here.
 	var again []int
@@ -156,12 +156,17 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 	if err != nil {
 		return nil, err
 	}
-	for i, at := range again {
+	return s.atTheCap(full, added, again, n), nil
+}
+
+// atTheCap appends to full each ids[at[i]] whose size n[i] is at the cap.
+func (s *stateStore) atTheCap(full, ids []string, at []int, n []int64) []string {
+	for i, j := range at {
 		if n[i] >= int64(s.cfg.MaxFollowers) {
-			full = append(full, added[at])
+			full = append(full, ids[j])
 		}
 	}
-	return full, nil
+	return full
 }
 
 // readCounts reads the follower-set sizes of ids[at] for each at.

@@ -10,9 +10,11 @@
 --       5+n.. subjects that already have the most followers allowed
 -- Returns {'no_session'}, {'too_many', count}, {'full', {users}} or
 --         {'ok', added, removed, sessions} (sessions: how many the user has
---         now; with one, no other connection needs telling). The set as it
---         is now is not returned: the caller of a set knows it, and the
---         other commands do not need it.
+--         now; with one, no other connection needs telling). added is 'all'
+--         when every user of the command was added (a connection's first
+--         set): the caller has the list. The set as it is now is not
+--         returned: the caller of a set knows it, and the other commands do
+--         not need it.
 local subs, sessions = KEYS[1], KEYS[2]
 local op, sid, maxSubs, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
@@ -97,4 +99,8 @@ local function apply(cmd, members)
 end
 apply('SREM', removed)
 apply('SADD', added)
-return {'ok', added, removed, redis.call('HLEN', sessions)}
+local sessionCount = redis.call('HLEN', sessions)
+if op ~= 'remove' and n > 0 and #added == n then
+  return {'ok', 'all', removed, sessionCount}
+end
+return {'ok', added, removed, sessionCount}
