@@ -189,10 +189,13 @@ func TestSubscriptionChangesInFlightShareRoundTrips(t *testing.T) {
 		_, err := m.st.step(context.Background(), fmt.Sprintf("u%d", i), "open", sids[i])
 		require.NoError(t, err)
 	}
+	// Nobody follows the same user: a follower count being read by one
+	// caller would be waited for by the others instead of queued
+	// (followerCounts), and this counts what queues.
 	follow := func(i int) []string {
 		var ids []string
 		for j := range 20 {
-			ids = append(ids, fmt.Sprintf("s%d", (i+j)%50))
+			ids = append(ids, fmt.Sprintf("s%d", i*20+j))
 		}
 		return ids
 	}
