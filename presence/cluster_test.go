@@ -60,10 +60,7 @@ func TestClusterKeyPaths(t *testing.T) {
 func TestClusterSubscriptionsAndNotifications(t *testing.T) {
 	t.Parallel()
 	cfg := clusterConfig(t)
-	s1 := startServer(t, cfg)
-	cfg2 := cfg
-	cfg2.Roles = []string{"presence"}
-	s2 := startServer(t, cfg2)
+	s1, s2 := startGateways(t, cfg)
 
 	phone := connect(t, s1, "alice")
 	desk := connect(t, s2, "alice")

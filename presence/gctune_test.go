@@ -37,16 +37,7 @@ func TestHeadroomPercentLetsTheHeapGrowByTheHeadroom(t *testing.T) {
 // back to the floor's (100 here: no floor). Not parallel: GOGC is the
 // process's.
 func TestConnectBurstRaisesGOGCUntilItIsOver(t *testing.T) {
-	if _, set := os.LookupEnv("GOGC"); set {
-		t.Skip("GOGC set in the environment: the tuner leaves it alone")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	tu := newGCTuner(0, 4<<30, testenv.Logger())
-	go func() {
-		defer close(done)
-		tu.run(ctx)
-	}()
+	tu, stopTuner := runTuner(t, 0, 4<<30)
 	runtime.GC()
 	require.Equal(t, uint64(100), gogcNow(), "no burst yet")
 
@@ -74,31 +65,40 @@ func TestConnectBurstRaisesGOGCUntilItIsOver(t *testing.T) {
 	<-opening
 	testenv.Eventually(t, 10*time.Second, func() bool { return gogcNow() == 100 }, "GOGC back once opens stop")
 	require.False(t, tu.burst.Load())
-	cancel()
-	<-done
+	stopTuner()
 	require.Equal(t, uint64(100), gogcNow())
 }
 
 // A few opens a second are a gateway's ordinary arrivals, not a burst.
 func TestSlowOpensAreNoBurst(t *testing.T) {
-	if _, set := os.LookupEnv("GOGC"); set {
-		t.Skip("GOGC set in the environment: the tuner leaves it alone")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	tu := newGCTuner(0, 4<<30, testenv.Logger())
-	go func() {
-		defer close(done)
-		tu.run(ctx)
-	}()
+	tu, stopTuner := runTuner(t, 0, 4<<30)
 	for range 10 {
 		tu.opened()
 		time.Sleep(50 * time.Millisecond)
 	}
 	require.False(t, tu.burst.Load(), "20 opens a second")
 	require.Equal(t, uint64(100), gogcNow())
-	cancel()
-	<-done
+	stopTuner()
+}
+
+// runTuner runs a tuner until the returned stop is called. Tests using it
+// are not parallel: GOGC is the process's.
+func runTuner(t *testing.T, floor, headroom int64) (tu *gcTuner, stop func()) {
+	t.Helper()
+	if _, set := os.LookupEnv("GOGC"); set {
+		t.Skip("GOGC set in the environment: the tuner leaves it alone")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	tu = newGCTuner(floor, headroom, testenv.Logger())
+	go func() {
+		defer close(done)
+		tu.run(ctx)
+	}()
+	return tu, func() {
+		cancel()
+		<-done
+	}
 }
 
 func gogcNow() uint64 {
@@ -108,23 +108,14 @@ func gogcNow() uint64 {
 }
 
 // After a collection the floor raises GOGC for a small live heap, and puts
-// it back when the gateway stops. (Not parallel: GOGC is the process's.)
+// it back when the gateway stops.
 func TestHeapFloorRaisesGOGCAfterACollection(t *testing.T) {
-	if _, set := os.LookupEnv("GOGC"); set {
-		t.Skip("GOGC set in the environment: the floor leaves it alone")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		newGCTuner(4<<30, 0, testenv.Logger()).run(ctx)
-	}()
+	_, stopTuner := runTuner(t, 4<<30, 0)
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		runtime.GC()
 		return gogcNow() > 100
 	}, "GOGC raised after a collection")
-	cancel()
-	<-done
+	stopTuner()
 	require.Equal(t, uint64(100), gogcNow(), "back to 100 once stopped")
 	runtime.GC()
 	require.Equal(t, uint64(100), gogcNow(), "and no later collection raises it again")

@@ -106,6 +106,15 @@ func startServer(t testing.TB, cfg config.Config) *server {
 	return s
 }
 
+// startGateways starts a server with every role and a second one serving
+// only presence, sharing cfg's stores: two gateways of one deployment.
+func startGateways(t testing.TB, cfg config.Config) (all, gateway *server) {
+	t.Helper()
+	second := cfg
+	second.Roles = []string{"presence"}
+	return startServer(t, cfg), startServer(t, second)
+}
+
 func token(t testing.TB, user string, rooms ...string) string {
 	t.Helper()
 	tok, err := auth.SignDev(testSecret, user, time.Hour, rooms, "", "")

@@ -62,10 +62,7 @@ func (p *pauseAfterOpen) maybePause(cmds []redis.Cmder) {
 func TestSubscriptionChangedElsewhereWhileAConnectionOpensIsFollowed(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	s1 := startServer(t, cfg)
-	cfg2 := cfg
-	cfg2.Roles = []string{"presence"}
-	s2 := startServer(t, cfg2)
+	s1, s2 := startGateways(t, cfg)
 
 	phone := connect(t, s2, "alice")
 	phone.subscribe("bob")

@@ -68,10 +68,7 @@ func TestSubscriptionCommands(t *testing.T) {
 func TestSubscriptionsAcrossDevicesAndGateways(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	s1 := startServer(t, cfg)
-	cfg2 := cfg
-	cfg2.Roles = []string{"presence"}
-	s2 := startServer(t, cfg2)
+	s1, s2 := startGateways(t, cfg)
 
 	phone := connect(t, s1, "alice")
 	desk := connect(t, s2, "alice")
