@@ -114,11 +114,12 @@ func parseSubs(res []any, ids []string, cfg config.Presence) (subChange, error) 
 
 func (s *stateStore) writeReverse(ctx context.Context, p redis.Pipeliner, user string, c subChange) []redis.Cmder {
 	cmds := make([]redis.Cmder, 0, len(c.Added)+len(c.Removed))
+	member := any(user) // boxed once, not once per command
 	for _, subj := range c.Added {
-		cmds = append(cmds, p.SAdd(ctx, s.keys.userKey(subj, partFollowers), user))
+		cmds = append(cmds, p.SAdd(ctx, s.keys.userKey(subj, partFollowers), member))
 	}
 	for _, subj := range c.Removed {
-		cmds = append(cmds, p.SRem(ctx, s.keys.userKey(subj, partFollowers), user))
+		cmds = append(cmds, p.SRem(ctx, s.keys.userKey(subj, partFollowers), member))
 	}
 	return cmds
 }
