@@ -99,23 +99,26 @@ func (t *gcTuner) percent(live uint64) int {
 	return p
 }
 
-// apply sets GOGC for the live heap the last collection found, and
-// reports whether that lowered it.
-func (t *gcTuner) apply() (lowered bool) {
+// apply sets GOGC for the live heap the last collection found.
+func (t *gcTuner) apply() {
 	sample := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	rtmetrics.Read(sample)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped || sample[0].Value.Kind() != rtmetrics.KindUint64 {
-		return false
+		return
 	}
-	p := t.percent(sample[0].Value.Uint64())
-	if p == t.last {
-		return false
+	if p := t.percent(sample[0].Value.Uint64()); p != t.last {
+		debug.SetGCPercent(p)
+		t.last = p
 	}
-	debug.SetGCPercent(p)
-	lowered, t.last = p < t.last, p
-	return lowered
+}
+
+// current is the GOGC the tuner last set.
+func (t *gcTuner) current() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last
 }
 
 // run tunes GOGC until ctx ends, then puts it back to 100. An operator's
@@ -176,8 +179,12 @@ func (t *gcTuner) watchBursts(ctx context.Context) {
 			}
 		case t.burst.Load():
 			if quiet++; quiet >= burstQuiet {
+				// Compared with GOGC before the burst ends, whichever
+				// apply (this one or a collection's) lowers it.
+				before := t.current()
 				t.burst.Store(false)
-				if t.apply() {
+				t.apply()
+				if t.current() < before {
 					// The heap may stand at the burst's goal, mostly
 					// garbage: collect it now and return the pages,
 					// instead of holding them until the scavenger gets

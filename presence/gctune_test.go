@@ -33,23 +33,18 @@ func TestHeadroomPercentLetsTheHeapGrowByTheHeadroom(t *testing.T) {
 	require.Equal(t, 100, headroomPercent(10*mib, 0), "off")
 }
 
-// A burst of opens raises GOGC to the headroom's; once opens stop it is
-// back to the floor's (100 here: no floor). Not parallel: GOGC is the
-// process's.
-func TestConnectBurstRaisesGOGCUntilItIsOver(t *testing.T) {
-	tu, stopTuner := runTuner(t, 0, 4<<30)
-	runtime.GC()
-	require.Equal(t, uint64(100), gogcNow(), "no burst yet")
-
-	stop := make(chan struct{})
-	opening := make(chan struct{})
+// openFast calls tu.opened well past the burst rate until the returned
+// stop is called.
+func openFast(tu *gcTuner) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
-		defer close(opening)
+		defer close(done)
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-tick.C:
 				// Past the burst rate even if only one tick a window
@@ -60,13 +55,52 @@ func TestConnectBurstRaisesGOGCUntilItIsOver(t *testing.T) {
 			}
 		}
 	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+func forcedGCs() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// A burst of opens raises GOGC to the headroom's; once opens stop it is
+// back to the floor's (100 here: no floor), and one forced collection
+// hands the burst's garbage back.
+func TestConnectBurstRaisesGOGCUntilItIsOver(t *testing.T) {
+	tu, stopTuner := runTuner(t, 0, 4<<30)
+	runtime.GC()
+	require.Equal(t, uint64(100), gogcNow(), "no burst yet")
+	forced := forcedGCs()
+
+	stopOpening := openFast(tu)
 	testenv.Eventually(t, 10*time.Second, func() bool { return gogcNow() > 100 }, "GOGC raised during the burst")
-	close(stop)
-	<-opening
+	stopOpening()
 	testenv.Eventually(t, 10*time.Second, func() bool { return gogcNow() == 100 }, "GOGC back once opens stop")
+	testenv.Eventually(t, 10*time.Second, func() bool { return forcedGCs() > forced }, "the burst's garbage handed back")
 	require.False(t, tu.burst.Load())
 	stopTuner()
 	require.Equal(t, uint64(100), gogcNow())
+}
+
+// A heap larger than the headroom collects at GOGC=100 through a burst,
+// and its end forces no collection (one of a large heap stalled the
+// traffic after the burst).
+func TestBurstOnAHeapPastTheHeadroomForcesNoCollection(t *testing.T) {
+	tu, stopTuner := runTuner(t, 0, 1)
+	forced := forcedGCs()
+	stopOpening := openFast(tu)
+	testenv.Eventually(t, 10*time.Second, tu.burst.Load, "the burst noticed")
+	require.Equal(t, uint64(100), gogcNow(), "no headroom over this heap")
+	stopOpening()
+	testenv.Eventually(t, 10*time.Second, func() bool { return !tu.burst.Load() }, "the burst over")
+	// The release would come right after the burst ends; give it time.
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, forced, forcedGCs(), "no forced collection")
+	stopTuner()
 }
 
 // A few opens a second are a gateway's ordinary arrivals, not a burst.
