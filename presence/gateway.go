@@ -343,7 +343,8 @@ func (c *client) open() bool {
 		// open read them; a change made elsewhere since was announced,
 		// and one announced before the attach above found no one here to
 		// tell, so then they are read again.
-		ids, err := res.Following, error(nil)
+		ids := res.Following
+		var err error
 		if g.subsNews.Load() != news {
 			ids, err = g.mod.st.subscriptions(ctx, c.user)
 		}

@@ -61,11 +61,7 @@ func openFast(tu *gcTuner) (stop func()) {
 	}
 }
 
-func forcedGCs() uint64 {
-	s := []rtmetrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
-	rtmetrics.Read(s)
-	return s[0].Value.Uint64()
-}
+func forcedGCs() uint64 { return runtimeCount("/gc/cycles/forced:gc-cycles") }
 
 // A burst of opens raises GOGC to the headroom's; once opens stop it is
 // back to the floor's (100 here: no floor), and one forced collection
@@ -135,8 +131,11 @@ func runTuner(t *testing.T, floor, headroom int64) (tu *gcTuner, stop func()) {
 	}
 }
 
-func gogcNow() uint64 {
-	s := []rtmetrics.Sample{{Name: "/gc/gogc:percent"}}
+func gogcNow() uint64 { return runtimeCount("/gc/gogc:percent") }
+
+// runtimeCount reads one uint64 runtime metric.
+func runtimeCount(name string) uint64 {
+	s := []rtmetrics.Sample{{Name: name}}
 	rtmetrics.Read(s)
 	return s[0].Value.Uint64()
 }

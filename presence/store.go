@@ -100,8 +100,8 @@ func (s *stateStore) step(ctx context.Context, user, op, sid string, args ...any
 	argv = append(argv, op, sid, userJSON, e.Key(partChannel))
 	argv = append(argv, s.stepSettings...)
 	argv = append(argv, args...)
-	keys := []string{e.Key(partStatus), e.Key(partSessions), e.Key(partNotify), e.Key(partSubs)}
-	res, err := s.batch.runScript(ctx, sessionScript, keys, argv)
+	scriptKeys := []string{e.Key(partStatus), e.Key(partSessions), e.Key(partNotify), e.Key(partSubs)}
+	res, err := s.batch.runScript(ctx, sessionScript, scriptKeys, argv)
 	if err != nil {
 		return stepResult{}, fmt.Errorf("presence: session %s: %w", op, err)
 	}
