@@ -39,6 +39,8 @@ func TestPresenceConfigValidation(t *testing.T) {
 		{[]string{"PRESENCED_PRESENCE_COALESCE_TICK=1ms"}, "presence.coalesce_tick: must be at least 10ms"},
 		{[]string{"PRESENCED_PRESENCE_COALESCE_TICK=1m"}, "presence.coalesce_tick: must not exceed presence.slow_client_timeout"},
 		{[]string{"PRESENCED_PRESENCE_MAX_OPENING=-1"}, "presence.max_opening"},
+		{[]string{"PRESENCED_PRESENCE_BURST_HEAP_BYTES=-1"}, "presence.burst_heap_bytes: must be within 0.."},
+		{[]string{"PRESENCED_PRESENCE_BURST_HEAP_BYTES=8589934592"}, "presence.burst_heap_bytes: must be within 0.."},
 		{[]string{"PRESENCED_PRESENCE_OPENING_WAIT=1m"}, "presence.opening_wait"},
 		{[]string{"PRESENCED_PRESENCE_WEBHOOK_URL=https://x.example", "PRESENCED_PRESENCE_WEBHOOK_SECRET=short"}, "presence.webhook.secret"},
 	} {
