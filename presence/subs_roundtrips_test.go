@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/store"
 )
@@ -121,6 +122,13 @@ func TestSubscriptionChangesNameWhatTheyAddedAndRemoved(t *testing.T) {
 		{subAdd, []string{"e", "f"}, []string{"e", "f"}, nil},
 		{subRemove, []string{"b", "x"}, nil, []string{"b"}},
 		{subSet, []string{"c", "d", "e", "f"}, nil, nil},
+		// From an empty set (the script's short way): the same answers.
+		{subSet, []string{}, nil, []string{"c", "d", "e", "f"}},
+		{subSet, []string{}, nil, nil},
+		{subRemove, []string{"c"}, nil, nil},
+		{subAdd, []string{"g", "h"}, []string{"g", "h"}, nil},
+		{subRemove, []string{"g", "h"}, nil, []string{"g", "h"}},
+		{subSet, []string{"c", "d", "e", "f"}, []string{"c", "d", "e", "f"}, nil},
 	}
 	for i, s := range steps {
 		change, err := m.st.changeSubscriptions(ctx, "alice", sid, s.op, s.ids)
@@ -131,4 +139,35 @@ func TestSubscriptionChangesNameWhatTheyAddedAndRemoved(t *testing.T) {
 	subs, err := rdb.SMembers(ctx, m.keys.user("alice").subs).Result()
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"c", "d", "e", "f"}, subs)
+}
+
+// The limits hold on a user's first set as on any other: the script takes a
+// short way when the stored set is empty.
+func TestFirstSubscriptionSetKeepsTheLimits(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(c *config.Presence) {
+		c.MaxSubscriptions = 3
+		c.MaxFollowers = 1
+	})
+	ctx := context.Background()
+	sid := store.NewToken()[:16]
+	_, err := m.st.step(ctx, "alice", "open", sid)
+	require.NoError(t, err)
+	// Before any count is read: counts read are reused for a second.
+	require.NoError(t, rdb.SAdd(ctx, m.keys.user("b").followers, "someone").Err())
+	var le *limitError
+	_, err = m.st.changeSubscriptions(ctx, "alice", sid, subAdd, []string{"a", "x", "c", "d"})
+	require.ErrorAs(t, err, &le)
+	require.Contains(t, le.msg, "at most 3 subscriptions")
+
+	_, err = m.st.changeSubscriptions(ctx, "alice", sid, subSet, []string{"a", "b", "c"})
+	require.ErrorAs(t, err, &le)
+	require.Equal(t, []string{"b"}, le.users, "b has the most followers allowed")
+	n, err := rdb.Exists(ctx, m.keys.user("alice").subs, m.keys.user("a").followers).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "a refused command writes nothing")
+
+	_, err = m.st.changeSubscriptions(ctx, "alice", "no-such-session", subSet, []string{"a"})
+	require.ErrorIs(t, err, errNoSession)
 }

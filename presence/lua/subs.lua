@@ -22,7 +22,33 @@ if redis.call('HEXISTS', sessions, sid) == 0 then
   return {'no_session'}
 end
 
+-- In chunks: Lua's unpack takes a few thousand values at most.
+local function apply(cmd, members, from, to)
+  for i = from, to, 1000 do
+    redis.call(cmd, subs, unpack(members, i, math.min(i + 999, to)))
+  end
+end
+
 local old = redis.call('SMEMBERS', subs)
+
+-- A first set or add (every new connection's): everything named is added
+-- and nothing removed, so no diff tables are built; this is half the cost.
+if #old == 0 and op ~= 'remove' then
+  if n > maxSubs then
+    return {'too_many', n}
+  end
+  -- The subjects at the cap are among those named, so all are refused.
+  if #ARGV > 4 + n then
+    return {'full', {unpack(ARGV, 5 + n)}}
+  end
+  apply('SADD', ARGV, 5, 4 + n)
+  local sessionCount = redis.call('HLEN', sessions)
+  if n == 0 then
+    return {'ok', {}, {}, sessionCount}
+  end
+  return {'ok', 'all', {}, sessionCount}
+end
+
 local have = {}
 for _, u in ipairs(old) do
   have[u] = true
@@ -91,14 +117,8 @@ if #added > 0 and #ARGV > 4 + n then
   end
 end
 
--- In chunks: Lua's unpack takes a few thousand values at most.
-local function apply(cmd, members)
-  for i = 1, #members, 1000 do
-    redis.call(cmd, subs, unpack(members, i, math.min(i + 999, #members)))
-  end
-end
-apply('SREM', removed)
-apply('SADD', added)
+apply('SREM', removed, 1, #removed)
+apply('SADD', added, 1, #added)
 local sessionCount = redis.call('HLEN', sessions)
 if op ~= 'remove' and n > 0 and #added == n then
   return {'ok', 'all', removed, sessionCount}
