@@ -47,6 +47,11 @@ type batchCall struct {
 	queue   func(ctx context.Context, p redis.Pipeliner)
 	read    func() bool
 	requeue func(ctx context.Context, p redis.Pipeliner)
+	// writes are set-member writes, coalesced across the batch
+	// (setWrites); writesErr is the first error of the commands that
+	// carried them.
+	writes    []memberWrite
+	writesErr error
 }
 
 // do runs c, batched with the calls in flight; an error means c was not
@@ -74,15 +79,21 @@ func (b *batcher) send(ctx context.Context, calls []*batch.Call[*batchCall]) {
 // in a second: after a restart, a burst of reconnecting sessions costs one
 // more round trip, not one more per call.
 func (b *batcher) run(ctx context.Context, calls []*batch.Call[*batchCall]) {
+	var writes setWrites
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
-			c.Item.queue(ctx, p)
+			if c.Item.queue != nil {
+				c.Item.queue(ctx, p)
+			}
+			writes.add(c.Item)
 		}
+		writes.queue(ctx, p)
 		return nil
 	})
+	writes.answer()
 	var refused []*batchCall
 	for _, c := range calls {
-		if !c.Item.read() {
+		if c.Item.read != nil && !c.Item.read() {
 			refused = append(refused, c.Item)
 		}
 	}

@@ -142,18 +142,7 @@ func parseStep(user string, res []any) (stepResult, error) {
 // removeFollower drops user from the follower sets of subjects, after the
 // user's forward set was removed (going offline) or shrank.
 func (s *stateStore) removeFollower(ctx context.Context, user string, subjects []string) error {
-	if len(subjects) == 0 {
-		return nil
-	}
-	// One command per subject's key: a plain pipeline keeps each atomic
-	// and works across cluster slots.
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, subj := range subjects {
-			p.SRem(ctx, s.keys.userKey(subj, partFollowers), user)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.batch.writeMembers(ctx, s.followerWrites(user, nil, subjects)); err != nil {
 		return fmt.Errorf("presence: remove follower: %w", err)
 	}
 	return nil

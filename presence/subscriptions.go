@@ -67,12 +67,7 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 		return subChange{}, err
 	}
 	if len(change.Added) > 0 || len(change.Removed) > 0 {
-		// Each follower-set change is one command on its own key, so a
-		// plain pipeline (one round trip per node) keeps each atomic.
-		err := s.batch.pipeline(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
-			return s.writeReverse(ctx, p, user, change)
-		})
-		if err != nil {
+		if err := s.batch.writeMembers(ctx, s.followerWrites(user, change.Added, change.Removed)); err != nil {
 			return subChange{}, fmt.Errorf("presence: change followers: %w", err)
 		}
 		s.counts.added(change.Added)
@@ -112,16 +107,18 @@ func parseSubs(res []any, ids []string, cfg config.Presence) (subChange, error) 
 	return subChange{}, fmt.Errorf("presence: change subscriptions: unexpected reply %v", res)
 }
 
-func (s *stateStore) writeReverse(ctx context.Context, p redis.Pipeliner, user string, c subChange) []redis.Cmder {
-	cmds := make([]redis.Cmder, 0, len(c.Added)+len(c.Removed))
-	member := any(user) // boxed once, not once per command
-	for _, subj := range c.Added {
-		cmds = append(cmds, p.SAdd(ctx, s.keys.userKey(subj, partFollowers), member))
+// followerWrites adds user to the follower sets of added and removes it
+// from those of removed.
+func (s *stateStore) followerWrites(user string, added, removed []string) []memberWrite {
+	w := make([]memberWrite, 0, len(added)+len(removed))
+	member := any(user) // boxed once, not once per write
+	for _, subj := range added {
+		w = append(w, memberWrite{key: s.keys.userKey(subj, partFollowers), member: member})
 	}
-	for _, subj := range c.Removed {
-		cmds = append(cmds, p.SRem(ctx, s.keys.userKey(subj, partFollowers), member))
+	for _, subj := range removed {
+		w = append(w, memberWrite{key: s.keys.userKey(subj, partFollowers), member: member, remove: true})
 	}
-	return cmds
+	return w
 }
 
 // fullSubjects lists the subjects that already have the most followers
