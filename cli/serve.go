@@ -54,7 +54,12 @@ secrets, all roles in one process, on 127.0.0.1:8080.`,
 		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
-		ln, err := net.Listen("tcp", cfg.Listen)
+		// No TCP keep-alive probes: every long-lived connection has its own
+		// liveness check (WebSocket pings, stream write deadlines, the HTTP
+		// idle timeout), and the probes' four socket options cost each
+		// accept as many system calls, a burst of reconnects included.
+		lc := net.ListenConfig{KeepAlive: -1}
+		ln, err := lc.Listen(cmd.Context(), "tcp", cfg.Listen)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
