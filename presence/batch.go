@@ -79,7 +79,8 @@ func (b *batcher) send(ctx context.Context, calls []*batch.Call[*batchCall]) {
 // in a second: after a restart, a burst of reconnecting sessions costs one
 // more round trip, not one more per call.
 func (b *batcher) run(ctx context.Context, calls []*batch.Call[*batchCall]) {
-	var writes setWrites
+	writes := setWritesPool.Get().(*setWrites)
+	defer writes.release()
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
 			if c.Item.queue != nil {

@@ -33,7 +33,8 @@ func TestSetWritesCoalescePerKeyInOrder(t *testing.T) {
 		{writes: []memberWrite{add(a, "z")}},
 		{writes: []memberWrite{add(str, "x")}},
 	}
-	var w setWrites
+	w := setWritesPool.Get().(*setWrites)
+	defer w.release()
 	var cmds []redis.Cmder
 	_, err := rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		for _, c := range calls {
