@@ -382,10 +382,7 @@ func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) ([]*su
 		if isMine {
 			mine++
 		}
-		select {
-		case <-s.ready:
-		case <-ctx.Done():
-		}
+		waitClosed(ctx, s.ready)
 		if s.err != nil || ctx.Err() != nil {
 			failed = append(failed, s.id)
 			continue
@@ -411,10 +408,7 @@ func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) ([]*su
 	// still without a status after its read (it failed) are read here.
 	var again []*subject
 	for _, s := range others {
-		select {
-		case <-s.loaded:
-		case <-ctx.Done():
-		}
+		waitClosed(ctx, s.loaded)
 		if s.cur.Load() == nil {
 			again = append(again, s)
 		}
@@ -423,6 +417,21 @@ func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) ([]*su
 		return added, err
 	}
 	return added, nil
+}
+
+// waitClosed waits for ch to be closed or ctx to end. Most channels it is
+// given are closed already (the subject was followed before): that costs a
+// plain receive, not a select.
+func waitClosed(ctx context.Context, ch <-chan struct{}) {
+	select {
+	case <-ch:
+		return
+	default:
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }
 
 func firstErr(ctx context.Context, subs []*subject) error {

@@ -141,9 +141,8 @@ func (s *stateStore) fullSubjects(ctx context.Context, added []string) ([]string
 	// cap, else read here.
 	var again []int
 	for i, at := range c.waiting {
-		select {
-		case <-c.pending[i].read:
-		case <-ctx.Done():
+		waitClosed(ctx, c.pending[i].read)
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		if !s.counts.trusted(c.pending[i]) {
