@@ -42,9 +42,13 @@ func DecodeBody(c echo.Context, v any) error {
 // fields given twice are refused, and nothing may follow the value.
 //
 // It runs for every WebSocket frame, so well-formed input takes a path
-// that allocates nothing beyond the decoded value (strictFast); anything it
-// would refuse goes through strictSlow, which names the reason.
+// that allocates nothing beyond the decoded value (a StrictDecoder's own,
+// else strictFast); anything it would refuse goes through strictSlow,
+// which names the reason.
 func StrictJSON(data []byte, v any) error {
+	if d, ok := v.(StrictDecoder); ok && json.Valid(data) && d.DecodeStrict(data) {
+		return nil
+	}
 	if strictFast(data, v) {
 		return nil
 	}

@@ -118,3 +118,91 @@ func BenchmarkStrictJSONEnvelope(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkStrictJSONSubscriptions(b *testing.B) {
+	msg := []byte(`{"v":1,"event":"subscriptions:set","payload":{"users":["user-00001","user-00002","user-00003","user-00004","user-00005","user-00006","user-00007","user-00008","user-00009","user-00010","user-00011","user-00012","user-00013","user-00014","user-00015","user-00016","user-00017","user-00018","user-00019","user-00020"]},"id":"s1"}`)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var env Envelope
+		if err := StrictJSON(msg, &env); err != nil {
+			b.Fatal(err)
+		}
+		var p userList
+		if err := StrictJSON(env.Payload, &p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// userList is a payload with a hand decoder, as a module declares one.
+type userList struct {
+	Users []string `json:"users"`
+}
+
+func (u *userList) DecodeStrict(data []byte) bool {
+	users, ok := DecodeStrictStrings(data, "users")
+	if ok {
+		u.Users = users
+	}
+	return ok
+}
+
+// A hand decoder agrees with the token walk on every document: where it
+// decodes, the walk accepts and decodes the same value; where the walk
+// refuses, it gives up.
+func checkHandDecoder[T any, PT interface {
+	*T
+	StrictDecoder
+}](t *testing.T, doc []byte) {
+	var hand, slow T
+	if !json.Valid(doc) {
+		return
+	}
+	handOK := PT(&hand).DecodeStrict(doc)
+	errSlow := strictSlow(doc, &slow)
+	if !handOK {
+		var zero T
+		require.Equal(t, zero, hand, "%s: a hand decoder that gives up leaves the value untouched", doc)
+		return
+	}
+	require.NoError(t, errSlow, "%s: decoded by hand, refused by the walk", doc)
+	require.Equal(t, slow, hand, "%s", doc)
+}
+
+var handDecoderDocs = []string{
+	`{"v":1,"event":"presence:update","payload":{"status":"busy"},"id":"u1"}`,
+	` { "v" : 1 , "event" : "a" , "payload" : [ 1 , 2 ] , "ts" : -12 , "correlationId" : "c" } `,
+	`{}`, `{"v":1}`, `{"v":1,"v":1}`, `{"V":1}`, `{"v":1.0}`, `{"v":1e0}`, `{"v":"1"}`, `{"v":null}`,
+	`{"v":1234567890123456789012}`, `{"v":-0}`, `{"event":"a\"b"}`, `{"event":"\u00e9"}`, `{"event":"é"}`,
+	"{\"event\":\"\xff\"}", `{"event":null}`, `{"event":1}`, `{"payload":null}`, `{"payload":"x"}`,
+	`{"payload":{"a":1,"a":2}}`, `{"payload":{"k\u0061":1}}`, `{"payload":{"a":[{"b":{}}]}}`,
+	`{"extra":1}`, `{"id":"x","id":"y"}`, `{"ev\u0065nt":"a"}`, `[1]`, `null`, `"s"`, `1`,
+	`{"users":["a","b"]}`, `{"users":[]}`, `{ "users" : [ "a" , "b" ] }`, `{"users":null}`,
+	`{"users":["a",1]}`, `{"users":["a",null]}`, `{"users":[["a"]]}`, `{"users":["a\nb"]}`,
+	`{"users":["a\\b"]}`, `{"users":["é"]}`, "{\"users\":[\"\xc3\"]}", `{"users":["a"],"users":["b"]}`,
+	`{"Users":["a"]}`, `{"users":["a"],"x":1}`, `{"users":"a"}`, `{"users":{}}`, `{"users":[{}]}`,
+}
+
+func TestHandDecodersAgreeWithTheTokenWalk(t *testing.T) {
+	t.Parallel()
+	for _, doc := range handDecoderDocs {
+		checkHandDecoder[Envelope](t, []byte(doc))
+		checkHandDecoder[userList](t, []byte(doc))
+	}
+	var env Envelope
+	require.True(t, env.DecodeStrict([]byte(handDecoderDocs[0])), "the usual frame takes the hand path")
+	var users userList
+	require.True(t, users.DecodeStrict([]byte(`{"users":["a","b"]}`)), "the usual list takes the hand path")
+	require.True(t, users.DecodeStrict([]byte(`{"users":[]}`)))
+	require.NotNil(t, users.Users, "an empty list is not a missing one")
+}
+
+func FuzzHandDecoders(f *testing.F) {
+	for _, doc := range handDecoderDocs {
+		f.Add([]byte(doc))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		checkHandDecoder[Envelope](t, doc)
+		checkHandDecoder[userList](t, doc)
+	})
+}
