@@ -15,8 +15,10 @@ const maxBatch = 128
 
 // batcher sends presence's Redis calls one pipeline at a time
 // (internal/batch): a call arriving while another is in flight waits for it
-// and leaves with every call queued meanwhile, in one round trip. An idle
-// process sends each call at once; a busy one (a connect burst: session
+// and leaves with every call queued meanwhile, in one round trip, and the
+// caller starting a batch first lets the goroutines that are runnable reach
+// the queue (batch.GatherRunnable). An idle process sends each call at
+// once; a busy one (a connect burst: session
 // open, ping, follower counts, the subscription script and the follower
 // writes of hundreds of connections; a fan-out run sharing a core with
 // Redis) pays one read, one write and one wake-up on each side per batch
@@ -32,7 +34,7 @@ var errUnsent = errors.New("presence: redis batch not sent")
 
 func newBatcher(rdb redis.UniversalClient) *batcher {
 	b := &batcher{rdb: rdb}
-	b.Group = batch.New(1, maxBatch, b.send, errUnsent)
+	b.Group = batch.New(1, maxBatch, b.send, errUnsent, batch.GatherRunnable())
 	return b
 }
 
