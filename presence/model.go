@@ -1,6 +1,7 @@
 package presence
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/presenced/presenced/internal/auth"
@@ -40,16 +41,26 @@ func validUserID(id string) bool { return auth.ValidUserID(id) == nil }
 
 // cleanIDs validates and de-duplicates a list of user ids, keeping order.
 func cleanIDs(ids []string) (out []string, bad string, ok bool) {
-	seen := make(map[string]struct{}, len(ids))
+	// A short list (a connect's usual follow) is checked for repeats
+	// against what was kept, which costs less than building a map.
+	var seen map[string]struct{}
+	if len(ids) > smallSet {
+		seen = make(map[string]struct{}, len(ids))
+	}
 	out = make([]string, 0, len(ids))
 	for _, id := range ids {
 		if !validUserID(id) {
 			return nil, id, false
 		}
-		if _, dup := seen[id]; dup {
+		if seen == nil {
+			if slices.Contains(out, id) {
+				continue
+			}
+		} else if _, dup := seen[id]; dup {
 			continue
+		} else {
+			seen[id] = struct{}{}
 		}
-		seen[id] = struct{}{}
 		out = append(out, id)
 	}
 	return out, "", true
