@@ -82,7 +82,7 @@ func (b *batcher) send(ctx context.Context, calls []*batch.Call[*batchCall]) {
 func (b *batcher) run(ctx context.Context, calls []*batch.Call[*batchCall]) {
 	writes := setWritesPool.Get().(*setWrites)
 	defer writes.release()
-	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	failUnanswered(b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
 			if c.Item.queue != nil {
 				c.Item.queue(ctx, p)
@@ -91,7 +91,7 @@ func (b *batcher) run(ctx context.Context, calls []*batch.Call[*batchCall]) {
 		}
 		writes.queue(ctx, p)
 		return nil
-	})
+	}))
 	writes.answer()
 	var refused []*batchCall
 	for _, c := range calls {
@@ -102,14 +102,33 @@ func (b *batcher) run(ctx context.Context, calls []*batch.Call[*batchCall]) {
 	if len(refused) == 0 {
 		return
 	}
-	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	failUnanswered(b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range refused {
 			c.requeue(ctx, p)
 		}
 		return nil
-	})
+	}))
 	for _, c := range refused {
 		c.read()
+	}
+}
+
+// failUnanswered gives every command of a pipeline the pipeline's error
+// when none has an answer of its own: the pipeline failed as a whole
+// before Redis answered (a hook refused it), and a command left without an
+// error would read as an empty success. A failure on the wire already
+// sets every command's error, and an error reply is one command's.
+func failUnanswered(cmds []redis.Cmder, err error) {
+	if err == nil {
+		return
+	}
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return
+		}
+	}
+	for _, c := range cmds {
+		c.SetErr(err)
 	}
 }
 

@@ -148,17 +148,22 @@ func (s *stateStore) removeFollower(ctx context.Context, user string, subjects [
 	return nil
 }
 
-// statuses reads the current status of users (offline for unknown ones).
+// statuses reads the current status of users (offline for unknown ones),
+// through the batcher: in a connect burst each connection's first follow
+// reads the users new to this gateway, and those reads ride with the
+// other connections' calls instead of a round trip each.
 func (s *stateStore) statuses(ctx context.Context, users []string) ([]*Status, error) {
 	if len(users) == 0 {
 		return nil, nil
 	}
 	cmds := make([]*redis.SliceCmd, len(users))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	err := s.batch.pipeline(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
+		out := make([]redis.Cmder, len(users))
 		for i, u := range users {
 			cmds[i] = p.HMGet(ctx, s.keys.userKey(u, partStatus), "s", "since", "la", "v")
+			out[i] = cmds[i]
 		}
-		return nil
+		return out
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("presence: read statuses: %w", err)
