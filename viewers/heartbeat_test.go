@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/keyring"
-	"github.com/presenced/presenced/internal/testenv"
 )
 
 // One browser heartbeating many times is one viewer; a hundred browsers
@@ -21,11 +20,13 @@ func TestHeartbeatsCountDistinctSessions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	c := e.client()
+	var cookies []string
 	for i := 0; i < 5; i++ {
 		resp := c.heartbeat("h1")
 		require.Equal(t, http.StatusNoContent, resp.StatusCode)
 		if i == 0 {
-			require.NotEmpty(t, sessionCookie(resp, e.cfg.CookieName), "first contact issues a cookie")
+			cookies = append(cookies, sessionCookie(resp, e.cfg.CookieName))
+			require.NotEmpty(t, cookies[0], "first contact issues a cookie")
 		}
 	}
 	e.flush()
@@ -35,10 +36,17 @@ func TestHeartbeatsCountDistinctSessions(t *testing.T) {
 	require.False(t, got.Stale)
 
 	for i := 0; i < 99; i++ {
-		require.Equal(t, http.StatusNoContent, e.client().heartbeat("h1").StatusCode)
+		resp := e.client().heartbeat("h1")
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		cookies = append(cookies, sessionCookie(resp, e.cfg.CookieName))
 	}
 	e.flush()
-	requireNear(t, 100, e.countOf("h1").Count)
+	// The hundred sessions are random: two in one HyperLogLog register
+	// (about one run in three hundred has three such pairs) read as one,
+	// so the count is the estimate of exactly these sessions.
+	estimate := e.estimate(t, cookies)
+	require.InDelta(t, 100, estimate, 10, "a hundred sessions")
+	require.Equal(t, estimate, e.countOf("h1").Count)
 	require.Equal(t, int64(0), e.countOf("never-seen").Count, "a hotel never seen counts 0")
 }
 
@@ -118,16 +126,8 @@ func TestTamperedAndWrongKeyCookiesAreReplaced(t *testing.T) {
 	// The count is a HyperLogLog estimate, so it is compared with the
 	// estimate of exactly those six sessions rather than with 6: two of
 	// them sharing a register would make both read 5.
-	want := []any{}
-	for _, c := range issued {
-		want = append(want, mustVerify(t, e, c))
-	}
-	require.Len(t, want, 6)
-	scratch := testenv.Prefix(t) + "{cookies}:want"
-	require.NoError(t, e.rdb.PFAdd(t.Context(), scratch, want...).Err())
-	expected, err := e.rdb.PFCount(t.Context(), scratch).Result()
-	require.NoError(t, err)
-	require.Equal(t, expected, e.countOf("cookies").Count)
+	require.Len(t, issued, 6)
+	require.Equal(t, e.estimate(t, issued), e.countOf("cookies").Count)
 	require.Equal(t, float64(2), e.metric(e.mod.m.cookiesReplaced.WithLabelValues(replaceBadSig)), "tampered and foreign")
 	require.Equal(t, float64(1), e.metric(e.mod.m.cookiesReplaced.WithLabelValues(replaceUnknownKid)))
 	require.GreaterOrEqual(t, e.metric(e.mod.m.cookiesReplaced.WithLabelValues(replaceMalformed)), float64(2))

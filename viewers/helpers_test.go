@@ -223,6 +223,22 @@ func (e *env) flush() {
 	e.mod.counter.cache.clear()
 }
 
+// estimate is what a HyperLogLog counts for exactly the sessions of these
+// cookies (each counted once): random sessions sharing a register read as
+// one, so a count of them is compared with this, not with their number.
+func (e *env) estimate(t *testing.T, cookies []string) int64 {
+	t.Helper()
+	sessions := make([]any, len(cookies))
+	for i, c := range cookies {
+		sessions[i] = mustVerify(t, e, c)
+	}
+	scratch := testenv.Prefix(t) + "{estimate}:" + store.NewToken()
+	require.NoError(t, e.rdb.PFAdd(t.Context(), scratch, sessions...).Err())
+	n, err := e.rdb.PFCount(t.Context(), scratch).Result()
+	require.NoError(t, err)
+	return n
+}
+
 // countOf reads the count through the HTTP endpoint.
 func (e *env) countOf(hotel string) Count {
 	e.t.Helper()
