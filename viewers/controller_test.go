@@ -99,7 +99,7 @@ func TestControllerPromotesAndDemotes(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, func() bool { return e.mod.tiers.get(hotel) == shardTier{Read: 16, Write: 16} }, "processes see the new tier")
 	time.Sleep(300 * time.Millisecond) // writes now spread over 16 shards
 	e.flush()
-	requireNear(t, 30, e.countOf(hotel).Count)
+	require.Equal(t, e.estimate(t, cookies), e.countOf(hotel).Count)
 	testenv.Eventually(t, 2*time.Second, func() bool {
 		return e.metric(e.mod.m.tierChanges.WithLabelValues("promote", "read")) == 1 &&
 			e.metric(e.mod.m.tierChanges.WithLabelValues("promote", "write")) == 1
@@ -111,7 +111,7 @@ func TestControllerPromotesAndDemotes(t *testing.T) {
 		r, w, _, _ := tierRow(t, hotel)
 		return r == 16 && w == 1
 	}, "quiet: writers demoted first")
-	requireNear(t, 30, e.countOf(hotel).Count)
+	require.Equal(t, e.estimate(t, cookies), e.countOf(hotel).Count)
 	testenv.Eventually(t, 15*time.Second, func() bool {
 		r, w, _, pending := tierRow(t, hotel)
 		return r == 1 && w == 1 && !pending
