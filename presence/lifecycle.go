@@ -125,7 +125,9 @@ func (m *Module) cleanup(ctx context.Context, c *consumer, shard int, msgs []red
 				return nil
 			})
 			if err != nil {
-				m.log.Warn("presence: cleanup", "err", err)
+				if ctx.Err() == nil {
+					m.log.Warn("presence: cleanup", "err", err)
+				}
 				continue
 			}
 		}
