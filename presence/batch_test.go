@@ -94,6 +94,39 @@ func burst(t *testing.T, m *Module, h *holdFirst, users int) []stepResult {
 	return out
 }
 
+// behindHeld starts a step that h holds in flight (its first counted call),
+// runs call(i) for each i < n meanwhile, releases the held step once all n
+// have queued behind it, and requires every call to succeed. done, if not
+// nil, counts the calls that have returned.
+func behindHeld(t *testing.T, ctx context.Context, m *Module, h *holdFirst, n int, done *atomic.Int32, call func(i int) error) {
+	t.Helper()
+	held := make(chan error, 1)
+	go func() {
+		_, err := m.st.step(ctx, "holder", "open", store.NewToken()[:16])
+		held <- err
+	}()
+	<-h.entered
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if done != nil {
+				defer done.Add(1)
+			}
+			errs[i] = call(i)
+		}()
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.Queued() == n }, "the calls queued")
+	close(h.release)
+	wg.Wait()
+	require.NoError(t, <-held)
+	for i, err := range errs {
+		require.NoError(t, err, "call %d", i)
+	}
+}
+
 // Steps started while one is in flight leave together in one pipeline,
 // and each caller gets its own result.
 func TestStepsInFlightTogetherShareOneRoundTrip(t *testing.T) {
@@ -220,29 +253,10 @@ func TestSubscriptionChangesInFlightShareRoundTrips(t *testing.T) {
 	}
 	rdb.AddHook(h)
 	h.Start()
-	held := make(chan error, 1)
-	go func() {
-		_, err := m.st.step(ctx, "holder", "open", store.NewToken()[:16])
-		held <- err
-	}()
-	<-h.entered
-	var wg sync.WaitGroup
-	errs := make([]error, users)
-	for i := range users {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer done.Add(1)
-			_, errs[i] = m.st.changeSubscriptions(ctx, fmt.Sprintf("u%d", i), sids[i], subSet, follow(i))
-		}()
-	}
-	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.Queued() == users }, "the changes queued")
-	close(h.release)
-	wg.Wait()
-	require.NoError(t, <-held)
-	for i, err := range errs {
-		require.NoError(t, err, "user %d", i)
-	}
+	behindHeld(t, ctx, m, h, users, &done, func(i int) error {
+		_, err := m.st.changeSubscriptions(ctx, fmt.Sprintf("u%d", i), sids[i], subSet, follow(i))
+		return err
+	})
 	// One at a time this is 1 + 3 × 30 = 91. Batched: the held step, the
 	// 30 follower counts together, then for each of the two later parts
 	// the first caller there alone and the other 29 together.

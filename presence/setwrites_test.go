@@ -3,15 +3,12 @@ package presence
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/testenv"
-	"github.com/presenced/presenced/store"
 )
 
 // The member writes of a batch's calls become one command per set and run
@@ -82,29 +79,10 @@ func TestFollowerWritesInFlightShareCommands(t *testing.T) {
 	ctx := h.Mark(context.Background())
 	rdb.AddHook(h)
 	h.Start()
-	held := make(chan error, 1)
-	go func() {
-		_, err := m.st.step(ctx, "holder", "open", store.NewToken()[:16])
-		held <- err
-	}()
-	<-h.entered
 	const users = 8
-	var wg sync.WaitGroup
-	errs := make([]error, users)
-	for i := range users {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = m.st.batch.writeMembers(ctx, m.st.followerWrites(fmt.Sprintf("u%d", i), subjects, nil))
-		}()
-	}
-	testenv.Eventually(t, 10*time.Second, func() bool { return m.st.batch.Queued() == users }, "the writes queued")
-	close(h.release)
-	wg.Wait()
-	require.NoError(t, <-held)
-	for i, err := range errs {
-		require.NoError(t, err, "user %d", i)
-	}
+	behindHeld(t, ctx, m, h, users, nil, func(i int) error {
+		return m.st.batch.writeMembers(ctx, m.st.followerWrites(fmt.Sprintf("u%d", i), subjects, nil))
+	})
 	_, names := h.Count()
 	sadds := 0
 	for _, n := range names {

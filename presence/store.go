@@ -165,7 +165,7 @@ func (s *stateStore) statuses(ctx context.Context, users []string) ([]*Status, e
 		}
 		return out
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return nil, fmt.Errorf("presence: read statuses: %w", err)
 	}
 	gran := s.cfg.LastActiveGranularity.Milliseconds()

@@ -39,8 +39,8 @@ type subChange struct {
 // devices changing subscriptions at once serialise and a session that ended
 // writes nothing), then to the reverse (follower) sets of the subjects. The
 // follower sets live in other hash slots, so they are written right after,
-// one pipeline per node: the forward set is the source of truth, followers
-// an index of it.
+// merged with the batch's other follower writes (setWrites): the forward
+// set is the source of truth, followers an index of it.
 func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, op subOp, ids []string) (subChange, error) {
 	uk := s.keys.user(user)
 	var full []string
