@@ -172,10 +172,17 @@ type scriptRunner interface {
 // plain pipeline's commands, each atomic on its own key) and returns the
 // first command error.
 func (b *batcher) pipeline(ctx context.Context, fill func(ctx context.Context, p redis.Pipeliner) []redis.Cmder) error {
+	return b.pipelineWith(ctx, fill, nil)
+}
+
+// pipelineWith is pipeline with set-member writes in the same call,
+// coalesced with the batch's others (setWrites).
+func (b *batcher) pipelineWith(ctx context.Context, fill func(ctx context.Context, p redis.Pipeliner) []redis.Cmder, writes []memberWrite) error {
 	var cmds []redis.Cmder
 	c := &batchCall{
-		queue: func(ctx context.Context, p redis.Pipeliner) { cmds = fill(ctx, p) },
-		read:  func() bool { return true },
+		queue:  func(ctx context.Context, p redis.Pipeliner) { cmds = fill(ctx, p) },
+		read:   func() bool { return true },
+		writes: writes,
 	}
 	if err := b.do(ctx, c); err != nil {
 		return err
@@ -185,5 +192,5 @@ func (b *batcher) pipeline(ctx context.Context, fill func(ctx context.Context, p
 			return err
 		}
 	}
-	return nil
+	return c.writesErr
 }

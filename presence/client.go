@@ -94,6 +94,32 @@ func (c *client) mark(s *subject) {
 	c.conn.Pull()
 }
 
+// holdChanges keeps changes from being pulled until releaseChanges: as a
+// session opens, what it follows can change before its snapshot is queued,
+// and the snapshot must be the connection's first frame. Armed as if a
+// write were in flight, the changes wait in pending.
+func (c *client) holdChanges() {
+	c.mu.Lock()
+	c.armed = true
+	c.waitFrom = time.Now().UnixNano()
+	c.mu.Unlock()
+}
+
+// releaseChanges ends holdChanges once the snapshot is queued: changes that
+// arrived meanwhile follow it in one frame (less what it already said).
+func (c *client) releaseChanges() {
+	c.mu.Lock()
+	waiting := c.pending.len() > 0
+	if !waiting {
+		c.armed = false
+		c.waitFrom = 0
+	}
+	c.mu.Unlock()
+	if waiting {
+		c.conn.Pull()
+	}
+}
+
 // unmark forgets subjects no longer followed: their pending changes and
 // what the client last got of them.
 func (c *client) unmark(subs []*subject) {

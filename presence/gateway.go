@@ -156,6 +156,10 @@ func (g *gateway) handle(c echo.Context) error {
 	if !validUserID(claims.Subject) {
 		return web.Errorf(http.StatusUnauthorized, "unauthorized", "the token's subject is not a usable user id")
 	}
+	subscribe, err := g.subscriptionsNamed(c, viewer{User: claims.Subject, Rooms: claims.Rooms})
+	if err != nil {
+		return err
+	}
 	if !g.awaitListening() {
 		return web.Unavailable(time.Second, "the gateway is starting; retry after the delay")
 	}
@@ -184,13 +188,48 @@ func (g *gateway) handle(c echo.Context) error {
 		cl.exp = claims.ExpiresAt.Unix()
 	}
 	conn.SetSource(cl.nextFrame, putFrameBuf)
-	if !cl.open() {
+	if subscribe != nil {
+		// The set made as the session opens is a subscription change.
+		cl.subChanges.allow(time.Now().UnixNano())
+	}
+	if !cl.open(subscribe) {
 		g.wg.Done()
 		return nil
 	}
 	g.gc.opened()
 	cl.serve()
 	return nil
+}
+
+// subscriptionsNamed reads the subscriptions a connection names as it
+// connects (?subscribe=, once per user): checked as a subscriptions:set
+// is, and refused before the upgrade, so a connection that opens follows
+// them. nil when none are named: the session keeps the user's set.
+func (g *gateway) subscriptionsNamed(c echo.Context, v viewer) ([]string, error) {
+	named, ok := c.QueryParams()["subscribe"]
+	if !ok {
+		return nil, nil
+	}
+	if len(named) > g.cfg.MaxSubscriptions {
+		return nil, web.Errorf(http.StatusBadRequest, web.CodeLimitExceeded, "at most %d subscriptions per user", g.cfg.MaxSubscriptions)
+	}
+	ids, bad, ok := cleanIDs(named)
+	if !ok {
+		return nil, web.BadRequest("subscribe: %q is not a valid user id", truncate(bad, 40))
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), opTimeout)
+	defer cancel()
+	forbidden, err := g.mod.policy.Forbidden(ctx, v, ids)
+	if err != nil {
+		g.mod.log.Warn("presence: check subscriptions named at connect", "err", err)
+		return nil, web.Unavailable(time.Second, "presence is unavailable; reconnect later")
+	}
+	if len(forbidden) > 0 {
+		e := web.Errorf(http.StatusForbidden, web.CodeForbidden, "not visible to you: not a contact and no shared room")
+		e.Details = map[string]any{"users": forbidden}
+		return nil, e
+	}
+	return ids, nil
 }
 
 // awaitListening reports whether the control channels are subscribed,
@@ -298,7 +337,7 @@ func (c *client) dispatch(msg []byte) {
 
 // open registers the session, its deadline and rooms, attaches the
 // connection to its user here and sends the initial snapshot.
-func (c *client) open() bool {
+func (c *client) open(subscribe []string) bool {
 	g := c.g
 	// Not derived from the connection's context: a child would leave a
 	// children map behind in every connection's context.
@@ -308,7 +347,18 @@ func (c *client) open() bool {
 	c.lastAct.Store(now)
 	var leftRooms []string
 	news := g.subsNews.Load()
-	res, err := g.mod.st.step(ctx, c.user, "open", c.sid)
+	var res stepResult
+	var change subChange
+	var refused *limitError
+	var err error
+	if subscribe != nil {
+		res, change, err = g.mod.st.openSubscribing(ctx, c.user, c.sid, subscribe)
+		if errors.As(err, &refused) {
+			err = nil
+		}
+	} else {
+		res, err = g.mod.st.step(ctx, c.user, "open", c.sid)
+	}
 	if errors.Is(err, errTooManySessions) {
 		c.closeWithError(web.CodeLimitExceeded, "too many sessions for this user; close another device or tab", "", web.ClosePolicy, "too many sessions")
 		return false
@@ -317,7 +367,7 @@ func (c *client) open() bool {
 		g.mod.changed(ctx, res)
 		// Without a deadline, a crash of this gateway would leave the
 		// session online forever: no deadline, no session.
-		err = g.mod.st.ping(ctx, c.sid, c.user, false)
+		err = g.mod.st.pingOpened(ctx, c.sid, c.user, change)
 		if err == nil && g.cfg.Policy == config.PresencePolicyContacts {
 			leftRooms, err = g.mod.st.setRooms(ctx, c.user, c.rooms)
 		}
@@ -334,6 +384,7 @@ func (c *client) open() bool {
 	}
 	c.armIdle(res.IdleIn)
 
+	c.holdChanges()
 	c.lu = g.f.attach(c)
 	c.lu.changeMu.Lock()
 	defer c.lu.changeMu.Unlock()
@@ -356,6 +407,9 @@ func (c *client) open() bool {
 		} else {
 			c.lu.hydrated = true
 		}
+		c.announce(ctx, change)
+	} else if err := c.applyChange(ctx, change); err != nil {
+		g.mod.log.Warn("presence: follow the subscriptions named at connect", "err", err)
 	}
 	if len(leftRooms) > 0 {
 		// This token dropped rooms: what they made visible is withdrawn,
@@ -364,6 +418,11 @@ func (c *client) open() bool {
 		go g.mod.withdrawRooms(c.user)
 	}
 	c.sendSubjects(c.lu.followed(), "", true)
+	c.releaseChanges()
+	if refused != nil {
+		// The session is open with the subscriptions it had.
+		c.sendError(web.CodeLimitExceeded, refused.msg, "", refused.users)
+	}
 	return true
 }
 

@@ -181,7 +181,13 @@ func connect(t *testing.T, s *server, user string, rooms ...string) *wsClient {
 
 func dialWS(t *testing.T, base string, hdr http.Header) *wsClient {
 	t.Helper()
-	ws, resp, err := websocket.DefaultDialer.Dial(wsURL(base), hdr)
+	return dialWSAt(t, wsURL(base), hdr)
+}
+
+// dialWSAt dials the gateway's full WebSocket address u (with a query).
+func dialWSAt(t *testing.T, u string, hdr http.Header) *wsClient {
+	t.Helper()
+	ws, resp, err := websocket.DefaultDialer.Dial(u, hdr)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}

@@ -249,33 +249,44 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 		c.failed(err, env.ID)
 		return
 	}
-	if (len(change.Added) > 0 || len(change.Removed) > 0) && change.Sessions > 1 {
-		// The user's connections on other gateways reread the committed set.
-		// With this session the only one (the usual connect), there are
-		// none: a session opening after the change reads the set as it
-		// opens, and the publish, with every gateway's read of it, is saved.
-		if err := g.mod.sendControl(ctx, controlMsg{T: "subs", U: c.user, From: g.mod.id}); err != nil {
-			g.mod.log.Warn("presence: announce subscription change", "err", err)
-		}
-	}
-	// Unfollowing also clears what the user's connections were sent of them.
-	g.f.unfollow(lu, change.Removed)
-	if _, err := g.f.follow(ctx, lu, change.Added); err != nil {
-		// Committed but not followed here yet: the next connection of the
-		// user rereads the set.
-		lu.hydrated = false
+	if err := c.applyChange(ctx, change); err != nil {
 		c.failed(err, env.ID)
 		return
 	}
-	switch op {
-	case subSet:
-		// The set is now ids (distinct, in the order asked).
-		c.sendSubjects(lu.lookup(ids), env.ID, false)
-	case subAdd:
+	// A set or add answers with the statuses of the users named (a set's
+	// are now all followed, in the order asked).
+	if op != subRemove {
 		c.sendSubjects(lu.lookup(ids), env.ID, false)
 	}
-	// Other connections of the user here follow the same set; give them
-	// the statuses of the users added.
+}
+
+// announce tells the user's connections on other gateways to reread the
+// committed set. With this session the only one (the usual connect), there
+// are none: a session opening after the change reads the set as it opens,
+// and the publish, with every gateway's read of it, is saved.
+func (c *client) announce(ctx context.Context, change subChange) {
+	if (len(change.Added) == 0 && len(change.Removed) == 0) || change.Sessions <= 1 {
+		return
+	}
+	if err := c.g.mod.sendControl(ctx, controlMsg{T: "subs", U: c.user, From: c.g.mod.id}); err != nil {
+		c.g.mod.log.Warn("presence: announce subscription change", "err", err)
+	}
+}
+
+// applyChange follows a committed change of the user's subscriptions here
+// and announces it elsewhere; the user's other connections here get the
+// statuses of the users added. The caller holds lu.changeMu.
+func (c *client) applyChange(ctx context.Context, change subChange) error {
+	c.announce(ctx, change)
+	lu := c.lu
+	// Unfollowing also clears what the user's connections were sent of them.
+	c.g.f.unfollow(lu, change.Removed)
+	if _, err := c.g.f.follow(ctx, lu, change.Added); err != nil {
+		// Committed but not followed here yet: the next connection of the
+		// user rereads the set.
+		lu.hydrated = false
+		return err
+	}
 	if added := lu.lookup(change.Added); len(added) > 0 {
 		for _, other := range lu.clientList() {
 			if other != c {
@@ -283,6 +294,7 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 			}
 		}
 	}
+	return nil
 }
 
 // onNotify records a one-time notification for when a user comes online.

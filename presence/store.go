@@ -26,12 +26,14 @@ var (
 	roomsLua string
 	//go:embed lua/subs.lua
 	subsLua string
+	//go:embed lua/subs_apply.lua
+	subsApplyLua string
 
-	sessionScript   = store.NewScript("presence_session", sessionLua)
+	sessionScript   = store.NewScript("presence_session", subsApplyLua+sessionLua)
 	pingApplyScript = store.NewScript("presence_ping_apply", pingApplyLua)
 	expireScript    = store.NewScript("presence_expire", expireLua)
 	roomsScript     = store.NewScript("presence_rooms", roomsLua)
-	subsScript      = store.NewScript("presence_subs", subsLua)
+	subsScript      = store.NewScript("presence_subs", subsApplyLua+subsLua)
 )
 
 // Errors of session operations.
@@ -85,6 +87,9 @@ type stepResult struct {
 	// Following (open only) are the user's subscriptions as the session
 	// opened: those of a session that ended within the grace period.
 	Following []string
+	// subscribed is the subscriptions script's answer to the set an open
+	// made (openSubscribing); nil otherwise.
+	subscribed []any
 }
 
 // step runs one session operation on a user and recomputes their status.
@@ -117,7 +122,7 @@ func parseStep(user string, res []any) (stepResult, error) {
 			return stepResult{}, errTooManySessions
 		}
 	}
-	if len(res) != 11 {
+	if len(res) != 12 {
 		return stepResult{}, fmt.Errorf("presence: session step: unexpected reply %v", res)
 	}
 	st := stepResult{
@@ -133,6 +138,7 @@ func parseStep(user string, res []any) (stepResult, error) {
 		Unfollowed: toStrings(res[9]),
 		Following:  toStrings(res[10]),
 	}
+	st.subscribed, _ = res[11].([]any)
 	if st.Status.Since == 0 {
 		st.Status.LastActiveAt = 0
 	}
@@ -185,28 +191,43 @@ func (s *stateStore) statuses(ctx context.Context, users []string) ([]*Status, e
 // ping records a session's liveness (or, with closed, its last sign of
 // life before the grace period) in its shard's pings stream, and whether
 // this gateway serves it (for the gateway's lease: a closed session is no
-// longer this gateway's). One round trip: the keys share the shard's slot.
+// longer this gateway's). One call: the keys share the shard's slot.
 func (s *stateStore) ping(ctx context.Context, sid, user string, closed bool) error {
+	return s.pingWith(ctx, sid, user, closed, nil)
+}
+
+// pingOpened is the first ping of a session that opened, with the follower
+// sets of the subscriptions its open set (openSubscribing) written in the
+// same call.
+func (s *stateStore) pingOpened(ctx context.Context, sid, user string, change subChange) error {
+	if len(change.Added) == 0 && len(change.Removed) == 0 {
+		return s.ping(ctx, sid, user, false)
+	}
+	if err := s.pingWith(ctx, sid, user, false, s.followerWrites(user, change.Added, change.Removed)); err != nil {
+		return err
+	}
+	s.counts.added(change.Added)
+	return nil
+}
+
+// pingWith is ping with the set-member writes extra in the same call.
+func (s *stateStore) pingWith(ctx context.Context, sid, user string, closed bool, extra []memberWrite) error {
 	sk := s.keys.shard(s.keys.shardOf(user))
 	ttl, kind := s.cfg.PingInterval*time.Duration(s.cfg.MissBudget), "p"
 	if closed {
 		ttl, kind = s.cfg.Grace, "c"
 	}
 	mem := member(sid, user)
-	err := s.batch.pipeline(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
-		cmds := []redis.Cmder{p.XAdd(ctx, &redis.XAddArgs{
+	writes := extra
+	if s.gateway != "" {
+		writes = append(writes, memberWrite{key: sk.gateway(s.gateway), member: mem, remove: closed})
+	}
+	err := s.batch.pipelineWith(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
+		return []redis.Cmder{p.XAdd(ctx, &redis.XAddArgs{
 			Stream: sk.pings, MaxLen: s.cfg.PingsMaxLen, Approx: true,
 			Values: []any{"m", mem, "t", ttl.Milliseconds(), "k", kind},
 		})}
-		if s.gateway != "" {
-			if closed {
-				cmds = append(cmds, p.SRem(ctx, sk.gateway(s.gateway), mem))
-			} else {
-				cmds = append(cmds, p.SAdd(ctx, sk.gateway(s.gateway), mem))
-			}
-		}
-		return cmds
-	})
+	}, writes)
 	if err != nil {
 		return fmt.Errorf("presence: ping: %w", err)
 	}

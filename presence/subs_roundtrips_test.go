@@ -171,3 +171,63 @@ func TestFirstSubscriptionSetKeepsTheLimits(t *testing.T) {
 	_, err = m.st.changeSubscriptions(ctx, "alice", "no-such-session", subSet, []string{"a"})
 	require.ErrorIs(t, err, errNoSession)
 }
+
+// The open and the set are one script: a connection naming 20 users costs
+// the open's round trips plus the follower counts and the follower sets,
+// and runs no subscriptions script.
+func TestOpenSubscribingIsOneScript(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
+	ctx := context.Background()
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, fmt.Sprintf("subject-%d", i))
+	}
+	// Once before counting: Redis learns the script.
+	_, _, err := m.st.openSubscribing(ctx, "warm", store.NewToken()[:16], ids)
+	require.NoError(t, err)
+
+	rt := &testenv.RedisTrips{}
+	rdb.AddHook(rt)
+	rt.Start()
+	sid := store.NewToken()[:16]
+	res, change, err := m.st.openSubscribing(ctx, "alice", sid, ids)
+	require.NoError(t, err)
+	trips, names := rt.Count()
+	require.LessOrEqual(t, trips, 2, "at most the follower counts and the session script: %v", names)
+	scripts := 0
+	for _, name := range names {
+		if name == "evalsha" || name == "eval" {
+			scripts++
+		}
+	}
+	require.Equal(t, 1, scripts, "one script: %v", names)
+	require.Equal(t, ids, change.Added)
+	require.Empty(t, change.Removed)
+	require.Equal(t, 1, change.Sessions)
+	require.Equal(t, ids, res.Following)
+	require.Equal(t, "online", res.Status.Status)
+	subs, err := rdb.SMembers(ctx, m.keys.user("alice").subs).Result()
+	require.NoError(t, err)
+	require.ElementsMatch(t, ids, subs)
+
+	// The follower sets are written with the open's ping: one more trip.
+	rt.Start()
+	require.NoError(t, m.st.pingOpened(ctx, sid, "alice", change))
+	trips, names = rt.Count()
+	require.Equal(t, 1, trips, "the ping and the follower sets: %v", names)
+	require.Contains(t, names, "xadd")
+	followers, err := rdb.SMembers(ctx, m.keys.user("subject-7").followers).Result()
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"alice"}, followers)
+
+	// A second session naming a different set: the diff, and the session
+	// count the caller needs to tell the other session.
+	_, change, err = m.st.openSubscribing(ctx, "alice", store.NewToken()[:16], []string{"subject-3", "other"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"other"}, change.Added)
+	require.Len(t, change.Removed, 19)
+	require.NotContains(t, change.Removed, "subject-3")
+	require.Equal(t, 2, change.Sessions)
+}

@@ -43,20 +43,9 @@ type subChange struct {
 // set is the source of truth, followers an index of it.
 func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, op subOp, ids []string) (subChange, error) {
 	uk := s.keys.user(user)
-	var full []string
-	if op != subRemove {
-		var err error
-		if full, err = s.fullSubjects(ctx, ids); err != nil {
-			return subChange{}, fmt.Errorf("presence: change subscriptions: %w", err)
-		}
-	}
-	argv := make([]any, 0, 4+len(ids)+len(full))
-	argv = append(argv, op.String(), sid, s.cfg.MaxSubscriptions, len(ids))
-	for _, id := range ids {
-		argv = append(argv, id)
-	}
-	for _, id := range full {
-		argv = append(argv, id)
+	argv, err := s.appendSubsArgs(ctx, append(make([]any, 0, 4+len(ids)), op.String(), sid), op, ids)
+	if err != nil {
+		return subChange{}, fmt.Errorf("presence: change subscriptions: %w", err)
 	}
 	res, err := s.batch.runScript(ctx, subsScript, []string{uk.subs, uk.sessions}, argv)
 	if err != nil {
@@ -66,13 +55,64 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 	if err != nil {
 		return subChange{}, err
 	}
-	if len(change.Added) > 0 || len(change.Removed) > 0 {
-		if err := s.batch.writeMembers(ctx, s.followerWrites(user, change.Added, change.Removed)); err != nil {
-			return subChange{}, fmt.Errorf("presence: change followers: %w", err)
-		}
-		s.counts.added(change.Added)
+	return change, s.writeFollowers(ctx, user, change)
+}
+
+// openSubscribing opens a session whose connection named its subscriptions
+// as it connected: the open's script sets them (one call, not an open and
+// a subscriptions:set), so the session opens already following them. A
+// refused set (a *limitError) still opens the session, with the
+// subscriptions the user had; the stepResult is valid then. The caller
+// writes the follower sets (writeFollowers) with the open's other writes.
+func (s *stateStore) openSubscribing(ctx context.Context, user, sid string, ids []string) (stepResult, subChange, error) {
+	args, err := s.appendSubsArgs(ctx, make([]any, 0, 2+len(ids)), subSet, ids)
+	if err != nil {
+		return stepResult{}, subChange{}, fmt.Errorf("presence: session open: %w", err)
 	}
-	return change, nil
+	res, err := s.step(ctx, user, "open", sid, args...)
+	if err != nil {
+		return res, subChange{}, err
+	}
+	change, err := parseSubs(res.subscribed, ids, s.cfg)
+	if err != nil {
+		return res, subChange{}, err
+	}
+	res.Following = ids
+	return res, change, nil
+}
+
+// appendSubsArgs appends what the scripts' applySubs takes for a command
+// on ids: the limit, the count, the users, then those of them already at
+// the follower cap.
+func (s *stateStore) appendSubsArgs(ctx context.Context, argv []any, op subOp, ids []string) ([]any, error) {
+	var full []string
+	if op != subRemove {
+		var err error
+		if full, err = s.fullSubjects(ctx, ids); err != nil {
+			return nil, err
+		}
+	}
+	argv = append(argv, s.cfg.MaxSubscriptions, len(ids))
+	for _, id := range ids {
+		argv = append(argv, id)
+	}
+	for _, id := range full {
+		argv = append(argv, id)
+	}
+	return argv, nil
+}
+
+// writeFollowers brings the follower sets of the subjects in line with a
+// change the forward set took.
+func (s *stateStore) writeFollowers(ctx context.Context, user string, change subChange) error {
+	if len(change.Added) == 0 && len(change.Removed) == 0 {
+		return nil
+	}
+	if err := s.batch.writeMembers(ctx, s.followerWrites(user, change.Added, change.Removed)); err != nil {
+		return fmt.Errorf("presence: change followers: %w", err)
+	}
+	s.counts.added(change.Added)
+	return nil
 }
 
 // String is the op as the subscriptions script names it.
@@ -110,7 +150,8 @@ func parseSubs(res []any, ids []string, cfg config.Presence) (subChange, error) 
 // followerWrites adds user to the follower sets of added and removes it
 // from those of removed.
 func (s *stateStore) followerWrites(user string, added, removed []string) []memberWrite {
-	w := make([]memberWrite, 0, len(added)+len(removed))
+	// One more: an open sends them with its ping's (pingOpened).
+	w := make([]memberWrite, 0, len(added)+len(removed)+1)
 	member := any(user) // boxed once, not once per write
 	for _, subj := range added {
 		w = append(w, memberWrite{key: s.keys.userKey(subj, partFollowers), member: member})

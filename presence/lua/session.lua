@@ -10,16 +10,23 @@
 --       string, 4 channel, 5 publish command (PUBLISH or SPUBLISH), 6 idle
 --       threshold ms, 7 last-active granularity ms, 8 offline retention ms,
 --       9 max sessions, 10.. op arguments
+-- An open may set the user's subscriptions as it opens (the connection
+-- named them): ARGV 10 max subscriptions, 11 n, 12.. the users and the full
+-- subjects, as applySubs (subs_apply.lua, prepended) takes them.
 -- Session record: "<last interaction ms>|<a|i>" (a: active, i: declared inactive).
 -- Status hash: s shown status, m manual status, since, v, la last activity,
 -- x "1" while the hash expires (the user is offline).
 --
 -- Returns {result, changed, status, since, lastActiveAt (rounded), v,
 --          sessions, idleIn ms (-1: none active), notify watchers, forward,
---          following}
+--          following, subscribed}
 -- where forward lists the subscriptions removed because the user went
--- offline, and following (open only) the user's subscriptions as the
--- session opens, which its gateway follows.
+-- offline, following (open only) the user's subscriptions as the session
+-- opens, which its gateway follows, and subscribed (an open that set them)
+-- applySubs' answer, with the session count after 'ok' as the
+-- subscriptions script gives it. The session opens even when the set is
+-- refused; following is then the set as it was, and after 'ok' it is
+-- empty: the caller named the set.
 local status, sessions, notify, subs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, sid = ARGV[1], ARGV[2]
 local threshold = tonumber(ARGV[6])
@@ -45,10 +52,14 @@ local function parse(rec)
 end
 
 local result = 'ok'
+local subscribed = false
 local manual, manualBefore = cur[5], cur[5]
 if op == 'open' then
   if at == 0 and #recs / 2 >= tonumber(ARGV[9]) then
     return {'too_many_sessions'}
+  end
+  if ARGV[10] then
+    subscribed = applySubs(subs, 'set', ARGV, 12, tonumber(ARGV[11]), tonumber(ARGV[10]))
   end
   local rec = string.format('%d|a', now)
   redis.call('HSET', sessions, sid, rec)
@@ -183,9 +194,13 @@ else
     -- Always on open: a hash left expiring without the x mark (written
     -- before the mark existed) must not expire under an online user.
     redis.call('PERSIST', status)
-    following = redis.call('SMEMBERS', subs)
+    if subscribed and subscribed[1] == 'ok' then
+      subscribed[4] = count
+    else
+      following = redis.call('SMEMBERS', subs)
+    end
   elseif cur[6] == '1' then
     redis.call('PERSIST', status)
   end
 end
-return {result, changed, shown, since, lar, v, count, idleIn, watchers, forward, following}
+return {result, changed, shown, since, lar, v, count, idleIn, watchers, forward, following, subscribed}
