@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ type loadConn struct {
 	wmu     sync.Mutex
 	ready   chan struct{}
 	acked   chan string // the code of the subscription reply: "" on success
+	named   bool        // the follows were named at connect: the snapshot has them
 	manual  bool        // toggles busy / away; the steady loop's only
 	dead    atomic.Bool
 
@@ -125,6 +127,9 @@ func (run *loadRun) connect(ctx context.Context, gws []string, meter *cpuMeter) 
 	what := "connections"
 	if l.follow > 0 {
 		what = fmt.Sprintf("connections, each following %d (%s)", l.follow, l.shape)
+		if l.followAtConnect {
+			what += " named at connect"
+		}
 	}
 	run.r.AddFigure("connect", "%d of %d %s in %s (%.0f/s), %d in flight, rate cap %s",
 		len(kept), l.users, what, took.Round(time.Millisecond), float64(len(kept))/took.Seconds(), l.inFlight, rateCap(l.connectRate))
@@ -166,6 +171,19 @@ func (run *loadRun) open(ctx context.Context, gw string, idx, source int) (*load
 		ReadBufferSize: 1024, WriteBufferSize: 1024, WriteBufferPool: &loadDialerPool,
 	}
 	u := "ws" + strings.TrimPrefix(strings.TrimRight(gw, "/"), "http") + "/v1/presence/ws"
+	var follows []int
+	var ids []string
+	if run.l.follow > 0 {
+		follows = run.l.follows(idx)
+		ids = make([]string, len(follows))
+		for k, f := range follows {
+			ids[k] = run.userID(f)
+		}
+	}
+	named := run.l.followAtConnect && len(ids) > 0
+	if named {
+		u += "?" + url.Values{"subscribe": ids}.Encode()
+	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var ws *websocket.Conn
@@ -187,10 +205,7 @@ func (run *loadRun) open(ctx context.Context, gw string, idx, source int) (*load
 		wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 		sleepCtx(dctx, time.Duration(max(wait, 1))*time.Second)
 	}
-	c := &loadConn{idx: idx, user: user, ws: ws, ready: make(chan struct{}), acked: make(chan string, 1)}
-	if run.l.follow > 0 {
-		c.follows = run.l.follows(idx)
-	}
+	c := &loadConn{idx: idx, user: user, ws: ws, ready: make(chan struct{}), acked: make(chan string, 1), follows: follows, named: named}
 	go run.read(c)
 	select {
 	case <-c.ready:
@@ -198,12 +213,8 @@ func (run *loadRun) open(ctx context.Context, gw string, idx, source int) (*load
 		_ = ws.Close()
 		return nil, errors.New("no snapshot")
 	}
-	if len(c.follows) == 0 {
+	if len(c.follows) == 0 || named {
 		return c, nil
-	}
-	ids := make([]string, len(c.follows))
-	for k, f := range c.follows {
-		ids[k] = run.userID(f)
 	}
 	if err := c.send(presence.EventSubscriptionsSet, presence.SubscriptionsPayload{Users: ids}, "s"); err != nil {
 		_ = ws.Close()
@@ -254,6 +265,12 @@ func (run *loadRun) read(c *loadConn) {
 		}
 		if first {
 			first = false
+			if c.named && (!f.Payload.Resync || len(f.Payload.Users) != len(c.follows)) {
+				// The set named at connect was refused (an error event
+				// follows), or the first frame was not the snapshot.
+				run.subFails.Add(1)
+				run.r.Record(0, loadgen.Errorf("subscribe_at_connect", "the snapshot does not hold the users named at connect"))
+			}
 			close(c.ready)
 			continue
 		}

@@ -47,6 +47,7 @@ type Scenario struct {
 	pingEvery         time.Duration
 	settle            time.Duration
 	disconnectAtClose bool
+	followAtConnect   bool
 }
 
 // Follow shapes: who user i follows.
@@ -71,6 +72,7 @@ func (l *Scenario) Describe() string {
 func (l *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&l.users, "users", 1000, "connections (one user each) opened by this process")
 	fs.IntVar(&l.follow, "follow", 20, "users each user follows, set as each connection opens (0: none)")
+	fs.BoolVar(&l.followAtConnect, "follow-at-connect", false, "name the followed users in the connection's address (?subscribe=), so the session opens following them, instead of a subscriptions:set after the snapshot")
 	fs.StringVar(&l.shape, "follow-shape", shapeNext, "who user i follows: next (i+1 … i+K) or spread ((K·i+k) mod population, k < K: K followers each)")
 	fs.IntVar(&l.offset, "user-offset", 0, "first user index of this process (several processes share a population)")
 	fs.IntVar(&l.total, "user-total", 0, "size of the whole population (default: --users)")

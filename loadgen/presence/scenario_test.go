@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +19,20 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// The load scenario end to end, small: connections, subscriptions, changes
-// with their latency, a storm, and the false-online query.
+// The load scenario end to end, small: connections, subscriptions (set
+// after the snapshot, or named at connect), changes with their latency, a
+// storm, and the false-online query.
 func TestLoadScenario(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []string{"set", "at-connect"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			loadScenario(t, mode == "at-connect")
+		})
+	}
+}
+
+func loadScenario(t *testing.T, atConnect bool) {
 	cfg := apptest.Config(t)
 	cfg.Roles = []string{"presence", "worker"}
 	p := &cfg.Presence
@@ -40,6 +51,7 @@ func TestLoadScenario(t *testing.T) {
 		"--storm", "20", "--storm-window", "3s",
 		"--jwt-secret", srv.App.Config.Auth.JWTSecret, "--api-key", srv.App.Config.Auth.APIKey,
 		"--user-prefix", "lt" + strings.ReplaceAll(t.Name(), "/", "_"),
+		"--follow-at-connect=" + strconv.FormatBool(atConnect),
 	}))
 	o := loadgen.Options{Target: srv.URL, Concurrency: 1, Duration: 5 * time.Second, Timeout: 5 * time.Second}
 	sum, err := loadgen.Execute(context.Background(), sc, o, nil)
@@ -51,6 +63,10 @@ func TestLoadScenario(t *testing.T) {
 	require.Zero(t, sum.Errors)
 	require.Greater(t, sum.Ops, int64(0), "deliveries measured")
 	require.Contains(t, text, "30 of 30")
+	require.Contains(t, text, "0 connections failed, 0 subscription requests failed")
+	if atConnect {
+		require.Contains(t, text, "named at connect")
+	}
 	require.Contains(t, text, "killed 6 of 30")
 	require.Contains(t, text, "0.00 % (0 of 6 killed sessions still shown online)")
 	require.Contains(t, text, "server RSS per connection")
