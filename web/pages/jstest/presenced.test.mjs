@@ -323,7 +323,7 @@ function events(sock, name) {
   return sock.sent.filter((f) => f.event === name);
 }
 
-test('presence resends its whole subscription set after a reconnect', () => {
+test('presence names its whole subscription set on every new connection', () => {
   const clock = new FakeClock();
   const ws = fakeSockets();
   const p = new Presence({
@@ -333,22 +333,40 @@ test('presence resends its whole subscription set after a reconnect', () => {
   p.follow('bob', 'carol');
   p.notifyWhenOnline('dave');
   p.connect();
-  assert.match(ws.last().url, /^ws:\/\/x\/v1\/presence\/ws\?token=t0$/);
+  assert.match(ws.last().url, /^ws:\/\/x\/v1\/presence\/ws\?token=t0&subscribe=bob&subscribe=carol$/);
   ws.last().open();
-  assert.deepEqual(events(ws.last(), 'subscriptions:set').map((f) => f.payload.users), [['bob', 'carol']]);
+  assert.equal(events(ws.last(), 'subscriptions:set').length, 0, 'the address said it');
   assert.deepEqual(events(ws.last(), 'notifications:subscribe').map((f) => f.payload), [{ user: 'dave', on: 'online' }]);
 
   p.follow('erin');
   p.unfollow('carol');
   ws.last().drop(1006);
   clock.advance(1000);
+  assert.match(ws.last().url, /\?token=t0&subscribe=bob&subscribe=erin$/);
+  // A change between the dial and the open: the set goes as a request.
+  p.follow('fay&co');
   ws.last().open();
-  assert.deepEqual(events(ws.last(), 'subscriptions:set').map((f) => f.payload.users), [['bob', 'erin']]);
+  assert.deepEqual(events(ws.last(), 'subscriptions:set').map((f) => f.payload.users), [['bob', 'erin', 'fay&co']]);
+  ws.last().drop(1006);
+  clock.advance(1000);
+  assert.match(ws.last().url, /&subscribe=fay%26co$/, 'each name is escaped');
+  ws.last().open();
+  assert.equal(events(ws.last(), 'subscriptions:set').length, 0);
+
+  // A list too long for an address goes as subscriptions:set.
+  p.setFollowing(Array.from({ length: 400 }, (_, i) => 'user-' + String(i).padStart(6, '0')));
+  ws.last().drop(1006);
+  clock.advance(1000);
+  assert.match(ws.last().url, /\?token=t0$/);
+  ws.last().open();
+  assert.deepEqual(events(ws.last(), 'subscriptions:set').map((f) => f.payload.users.length), [400]);
 
   // Once notified, a wait is not asked for again.
   ws.last().receive({ v: 1, event: 'notifications:received', payload: { user: 'dave', on: 'online', status: { user: 'dave', status: 'online', v: 3 } } });
-  ws.last().drop(1006);
-  clock.advance(1000);
+  const dropped = ws.last();
+  dropped.drop(1006);
+  clock.advance(60000); // past the backoff of a fifth reconnect in a row
+  assert.notEqual(ws.last(), dropped);
   ws.last().open();
   assert.equal(events(ws.last(), 'notifications:subscribe').length, 0);
   assert.equal(p.statuses.get('dave').status, 'online');

@@ -659,8 +659,13 @@ function connectionOptions(opts) {
  * followed user), 'self' (your own Status after a change you asked for),
  * 'notification' ({user, on, status}), 'error' ({code, message, users,
  * request}), 'state' (the connection's). Following outlives reconnects:
- * the whole list is sent again on every new connection.
+ * every new connection names the whole list in its address (?subscribe=),
+ * or sends it as subscriptions:set once open when it is long.
  */
+// MAX_SUBSCRIBE_QUERY bounds the followed list named in a connection's
+// address: request lines beyond a few KB are refused by common proxies.
+const MAX_SUBSCRIBE_QUERY = 4000;
+
 export class Presence extends Emitter {
   /** @type {Map<string, Status>} */
   statuses = new Map();
@@ -676,6 +681,7 @@ export class Presence extends Emitter {
   #pollTimer = null;
   #stop = [];
   #token;
+  #named = null; // the list named in the address of the connection opening
 
   /**
    * @param {ClientOptions & {token: string | (() => string), pingIntervalMs?: number}} opts
@@ -688,7 +694,7 @@ export class Presence extends Emitter {
     const base = baseOf(opts);
     this.#conn = new Connection({
       ...connectionOptions(opts),
-      url: () => wsURL(base, '/v1/presence/ws?token=' + encodeURIComponent(this.#tokenValue())),
+      url: () => wsURL(base, '/v1/presence/ws?token=' + encodeURIComponent(this.#tokenValue()) + this.#subscribeQuery()),
       // The session ended (expired while asleep) or the store failed at
       // connect: a new connection is how one comes back online.
       classify: ({ code }) => (code === Close.SESSION_ENDED || code === Close.TRY_AGAIN_LATER ? 'reconnect' : undefined),
@@ -703,6 +709,17 @@ export class Presence extends Emitter {
       this.#activity.on('visible', () => this.#activityPing(true, true)),
       this.#activity.on('active', () => this.#activityPing(true, false)),
     );
+  }
+
+  /**
+   * The list followed, named in the address of a new connection
+   * (?subscribe=) so its session opens following them; kept short for
+   * proxies (a longer list goes as subscriptions:set once open).
+   */
+  #subscribeQuery() {
+    const q = [...this.#follow].map((u) => '&subscribe=' + encodeURIComponent(u)).join('');
+    this.#named = q.length > 0 && q.length <= MAX_SUBSCRIBE_QUERY ? [...this.#follow] : null;
+    return this.#named ? q : '';
   }
 
   #tokenValue() {
@@ -787,8 +804,12 @@ export class Presence extends Emitter {
   }
 
   #onOpen() {
-    // A new connection is a new session: tell it everything the page wants.
-    if (this.#follow.size > 0) this.#request('subscriptions:set', { users: [...this.#follow] });
+    // A new connection is a new session: tell it everything the page wants
+    // that its address did not already say.
+    const named = this.#named;
+    this.#named = null;
+    const same = named && named.length === this.#follow.size && named.every((u) => this.#follow.has(u));
+    if (this.#follow.size > 0 && !same) this.#request('subscriptions:set', { users: [...this.#follow] });
     for (const user of this.#notify) this.#request('notifications:subscribe', { user, on: 'online' });
     this.#startPings();
   }
