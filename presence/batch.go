@@ -141,10 +141,18 @@ func noScript(err error) bool {
 
 // runScript runs one script call through the batcher and returns its reply.
 func (b *batcher) runScript(ctx context.Context, s scriptRunner, keys []string, argv []any) ([]any, error) {
+	return b.runScriptWith(ctx, s, keys, argv, nil)
+}
+
+// runScriptWith is runScript with set-member writes in the same call,
+// coalesced with the batch's others (setWrites); the error is the
+// script's, or else the first of the commands holding the writes.
+func (b *batcher) runScriptWith(ctx context.Context, s scriptRunner, keys []string, argv []any, writes []memberWrite) ([]any, error) {
 	var res []any
 	var err error
 	var cmd *redis.Cmd
 	c := &batchCall{
+		writes: writes,
 		alone: func(ctx context.Context, rdb redis.UniversalClient) {
 			res, err = s.Run(ctx, rdb, keys, argv...).Slice()
 		},
@@ -155,8 +163,15 @@ func (b *batcher) runScript(ctx context.Context, s scriptRunner, keys []string, 
 		},
 		requeue: func(ctx context.Context, p redis.Pipeliner) { cmd = s.QueueSource(ctx, p, keys, argv...) },
 	}
+	if len(writes) > 0 {
+		// Alone, the call would skip the member writes.
+		c.alone = nil
+	}
 	if qerr := b.do(ctx, c); qerr != nil {
 		return nil, qerr
+	}
+	if err == nil {
+		err = c.writesErr
 	}
 	return res, err
 }

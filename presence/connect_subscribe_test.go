@@ -116,6 +116,8 @@ func TestSubscriptionsNamedAtConnectRefusedBeforeTheUpgrade(t *testing.T) {
 	require.Contains(t, body, "bad_request")
 	code, body = get(carol, "")
 	require.Equal(t, http.StatusBadRequest, code, body)
+	code, body = httpDo(t, "GET", s.base+"/v1/presence/ws?subscribe=%zz", "", auth)
+	require.Equal(t, http.StatusBadRequest, code, body)
 	code, body = get("w", "x", "y", "z")
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.Contains(t, body, "limit_exceeded")

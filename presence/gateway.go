@@ -206,7 +206,10 @@ func (g *gateway) handle(c echo.Context) error {
 // is, and refused before the upgrade, so a connection that opens follows
 // them. nil when none are named: the session keeps the user's set.
 func (g *gateway) subscriptionsNamed(c echo.Context, v viewer) ([]string, error) {
-	named, ok := c.QueryParams()["subscribe"]
+	named, ok, err := web.QueryValues(c.Request().URL.RawQuery, "subscribe")
+	if err != nil {
+		return nil, web.BadRequest("subscribe: %v", err)
+	}
 	if !ok {
 		return nil, nil
 	}

@@ -70,7 +70,7 @@ func (k keys) user(id string) userKeys {
 // userKey is one key of a user, for loops over many users (a connect's
 // follows, a snapshot): user builds all eight, nine allocations per user.
 func (k keys) userKey(id, part string) string {
-	return k.userEntity(id).Key(part)
+	return k.ks.EntityKey("presence", id, part)
 }
 
 type shardKeys struct {

@@ -65,7 +65,7 @@ func openSession(t *testing.T, m *Module, user string) string {
 	sid := store.NewToken()[:16]
 	_, err := m.st.step(ctx, user, "open", sid)
 	require.NoError(t, err)
-	require.NoError(t, m.st.ping(ctx, sid, user, false))
+	require.NoError(t, m.st.pingOpened(ctx, sid, user, subChange{}))
 	return sid
 }
 
@@ -156,6 +156,7 @@ func TestSchedulerWaitsForLaggingConsumers(t *testing.T) {
 	sk := m.keys.shard(0)
 
 	sid := openSession(t, m, "lag")
+	require.NoError(t, m.st.ping(ctx, sid, "lag", false))
 	mem := member(sid, "lag")
 	unread, err := rdb.XRange(ctx, sk.pings, "-", "+").Result()
 	require.NoError(t, err)
@@ -204,6 +205,7 @@ func TestReclaimAndDeadLetter(t *testing.T) {
 	require.NoError(t, pings.ensureGroups(ctx))
 
 	sid := openSession(t, m, "rec")
+	require.NoError(t, m.st.ping(ctx, sid, "rec", false))
 	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: sk.pings, Values: []any{"m", "garbage", "t", "x"}}).Err())
 	taken, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: groupPings, Consumer: "dead", Streams: []string{sk.pings, ">"}, Count: 10, Block: -1}).Result()
 	require.NoError(t, err)
@@ -214,8 +216,9 @@ func TestReclaimAndDeadLetter(t *testing.T) {
 		p, err := rdb.XPending(ctx, sk.pings, groupPings).Result()
 		return err == nil && p.Count == 0
 	}, "the dead consumer's entries were claimed and handled")
-	_, err = rdb.ZScore(ctx, sk.deadlines, member(sid, "rec")).Result()
-	require.NoError(t, err, "the claimed ping was applied")
+	seen, err := rdb.HGet(ctx, sk.lastSeen, member(sid, "rec")).Result()
+	require.NoError(t, err)
+	require.NotEqual(t, "0|p", seen, "the claimed ping was applied over the open's record")
 	dead, err := rdb.XRange(ctx, sk.dead, "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, dead, 1, "the malformed ping was dead-lettered")
@@ -293,6 +296,48 @@ func TestPingsApplyInStreamOrderWhateverTheReadOrder(t *testing.T) {
 	require.Equal(t, float64(now+20+500), score)
 }
 
+// An open's first ping is recorded directly, below every stream entry:
+// the session's later pings and its close override it, and it never
+// overrides what is recorded.
+func TestFirstPingIsRecordedDirectlyBelowTheStream(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
+	ctx := context.Background()
+	sk := m.keys.shard(0)
+	before := time.Now().UnixMilli()
+	sid := openSession(t, m, "u")
+	mem := member(sid, "u")
+	n, err := rdb.XLen(ctx, sk.pings).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing goes through the stream")
+	seen, err := rdb.HGet(ctx, sk.lastSeen, mem).Result()
+	require.NoError(t, err)
+	require.Equal(t, "0|p", seen)
+	ttl := (m.cfg.PingInterval * time.Duration(m.cfg.MissBudget)).Milliseconds()
+	score, err := rdb.ZScore(ctx, sk.deadlines, mem).Result()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, int64(score), before+ttl)
+	require.LessOrEqual(t, int64(score), time.Now().UnixMilli()+ttl)
+
+	// The session closes: its close entry (any stream position) wins.
+	c := newConsumer(m, "pings", groupPings, nil)
+	closedAt := time.Now().UnixMilli()
+	m.applyPings(ctx, c, 0, []redis.XMessage{{ID: fmt.Sprintf("%d-0", closedAt), Values: map[string]any{"m": mem, "t": "500", "k": "c"}}})
+	score, err = rdb.ZScore(ctx, sk.deadlines, mem).Result()
+	require.NoError(t, err)
+	require.Equal(t, float64(closedAt+500), score)
+
+	// Recorded again (it cannot happen: session ids are new), it changes nothing.
+	require.NoError(t, m.st.pingOpened(ctx, sid, "u", subChange{}))
+	score, err = rdb.ZScore(ctx, sk.deadlines, mem).Result()
+	require.NoError(t, err)
+	require.Equal(t, float64(closedAt+500), score)
+	seen, err = rdb.HGet(ctx, sk.lastSeen, mem).Result()
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("%d|c", closedAt*1000), seen)
+}
+
 // For contrast: the same deadline with every ping applied expires.
 func TestSchedulerExpiresPassedDeadlines(t *testing.T) {
 	t.Parallel()
@@ -304,6 +349,7 @@ func TestSchedulerExpiresPassedDeadlines(t *testing.T) {
 	require.NoError(t, pings.ensureGroups(ctx))
 	sk := m.keys.shard(0)
 	sid := openSession(t, m, "gone")
+	require.NoError(t, m.st.ping(ctx, sid, "gone", false))
 	msgs, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: groupPings, Consumer: "live", Streams: []string{sk.pings, ">"}, Count: 10, Block: -1}).Result()
 	require.NoError(t, err)
 	require.NoError(t, pings.ack(ctx, 0, m.applyPings(ctx, pings, 0, msgs[0].Messages)))

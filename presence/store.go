@@ -20,6 +20,8 @@ var (
 	sessionLua string
 	//go:embed lua/ping_apply.lua
 	pingApplyLua string
+	//go:embed lua/ping_open.lua
+	pingOpenLua string
 	//go:embed lua/expire.lua
 	expireLua string
 	//go:embed lua/rooms.lua
@@ -31,6 +33,7 @@ var (
 
 	sessionScript   = store.NewScript("presence_session", subsApplyLua+sessionLua)
 	pingApplyScript = store.NewScript("presence_ping_apply", pingApplyLua)
+	pingOpenScript  = store.NewScript("presence_ping_open", pingOpenLua)
 	expireScript    = store.NewScript("presence_expire", expireLua)
 	roomsScript     = store.NewScript("presence_rooms", roomsLua)
 	subsScript      = store.NewScript("presence_subs", subsApplyLua+subsLua)
@@ -196,15 +199,20 @@ func (s *stateStore) ping(ctx context.Context, sid, user string, closed bool) er
 	return s.pingWith(ctx, sid, user, closed, nil)
 }
 
-// pingOpened is the first ping of a session that opened, with the follower
-// sets of the subscriptions its open set (openSubscribing) written in the
-// same call.
+// pingOpened records the first sign of life of a session that opened:
+// its deadline, written directly (lua/ping_open.lua) rather than through
+// the pings stream, and this gateway's record of it, with the follower
+// sets of the subscriptions its open set (openSubscribing), in one call.
 func (s *stateStore) pingOpened(ctx context.Context, sid, user string, change subChange) error {
-	if len(change.Added) == 0 && len(change.Removed) == 0 {
-		return s.ping(ctx, sid, user, false)
+	sk := s.keys.shard(s.keys.shardOf(user))
+	mem := member(sid, user)
+	writes := s.followerWrites(user, change.Added, change.Removed)
+	if s.gateway != "" {
+		writes = append(writes, memberWrite{key: sk.gateway(s.gateway), member: mem})
 	}
-	if err := s.pingWith(ctx, sid, user, false, s.followerWrites(user, change.Added, change.Removed)); err != nil {
-		return err
+	ttl := (s.cfg.PingInterval * time.Duration(s.cfg.MissBudget)).Milliseconds()
+	if _, err := s.batch.runScriptWith(ctx, pingOpenScript, []string{sk.deadlines, sk.lastSeen}, []any{mem, ttl}, writes); err != nil {
+		return fmt.Errorf("presence: first ping: %w", err)
 	}
 	s.counts.added(change.Added)
 	return nil

@@ -32,6 +32,21 @@ func (k Keyspace) Entity(kind, id string) EntityKeys {
 	return EntityKeys{base: b.String()}
 }
 
+// EntityKey is Entity(kind, id).Key(part) built in one allocation, for
+// keys made by the thousand (a connect burst names followed users').
+func (k Keyspace) EntityKey(kind, id, part string) string {
+	var b strings.Builder
+	b.Grow(len(k.prefix) + len(kind) + len(id) + len(part) + 4)
+	b.WriteString(k.prefix)
+	b.WriteByte('{')
+	b.WriteString(kind)
+	b.WriteByte(':')
+	b.WriteString(id)
+	b.WriteString("}:")
+	b.WriteString(part)
+	return b.String()
+}
+
 // Global returns keys that belong to no entity, tagged with name so that the
 // keys of one global structure (a stream, a sorted set shard) share a slot.
 func (k Keyspace) Global(name string) EntityKeys {

@@ -26,6 +26,7 @@ func TestKeysShareOneSlotPerEntity(t *testing.T) {
 	h := ks.Entity("hotel", "h42")
 	require.Equal(t, "pd:{hotel:h42}", h.String())
 	require.Equal(t, "pd:{hotel:h42}:shard:3:bucket:17", h.Key("shard", "3", "bucket", "17"))
+	require.Equal(t, h.Key("rooms"), ks.EntityKey("hotel", "h42", "rooms"))
 
 	c := testenv.RedisCluster(t)
 	ctx := context.Background()
