@@ -92,10 +92,7 @@ func TestFollowersOfTheSameUsersReadTheirSizesOnce(t *testing.T) {
 	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
 	m.st.counts.ttl = time.Hour // a stalled machine must not expire them
 	ctx := context.Background()
-	var ids []string
-	for i := range 20 {
-		ids = append(ids, fmt.Sprintf("subject-%d", i))
-	}
+	ids := subjects(20)
 	follow := func(user string) []string {
 		sid := store.NewToken()[:16]
 		_, err := m.st.step(ctx, user, "open", sid)
@@ -127,10 +124,7 @@ func TestConcurrentFollowersShareTheSizeReads(t *testing.T) {
 	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
 	m.st.counts.ttl = time.Hour
 	ctx := context.Background()
-	var ids []string
-	for i := range 20 {
-		ids = append(ids, fmt.Sprintf("subject-%d", i))
-	}
+	ids := subjects(20)
 	users := make([]string, 8)
 	sids := make([]string, 8)
 	for i := range users {

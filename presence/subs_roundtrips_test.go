@@ -13,6 +13,15 @@ import (
 	"github.com/presenced/presenced/store"
 )
 
+// subjects names n users to follow: subject-0 … subject-<n-1>.
+func subjects(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("subject-%d", i)
+	}
+	return ids
+}
+
 // A connect's subscriptions:set of 20 users takes three round trips (the
 // follower counts, the script, the follower sets) and no WATCH/MULTI/EXEC,
 // which took five and a third of the connect's CPU.
@@ -21,10 +30,7 @@ func TestSubscriptionSetTakesThreeRoundTrips(t *testing.T) {
 	rdb := testenv.Redis(t)
 	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
 	ctx := context.Background()
-	var ids []string
-	for i := range 20 {
-		ids = append(ids, fmt.Sprintf("subject-%d", i))
-	}
+	ids := subjects(20)
 	// Once before counting: Redis learns the script.
 	warm := store.NewToken()[:16]
 	_, err := m.st.step(ctx, "warm", "open", warm)
@@ -180,10 +186,7 @@ func TestOpenSubscribingIsOneScript(t *testing.T) {
 	rdb := testenv.Redis(t)
 	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
 	ctx := context.Background()
-	var ids []string
-	for i := range 20 {
-		ids = append(ids, fmt.Sprintf("subject-%d", i))
-	}
+	ids := subjects(20)
 	// Once before counting: Redis learns the scripts.
 	warm := store.NewToken()[:16]
 	_, warmed, err := m.st.openSubscribing(ctx, "warm", warm, ids)
