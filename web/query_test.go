@@ -25,3 +25,22 @@ func TestQueryValuesReadsOneParameterAsParseQuery(t *testing.T) {
 	_, _, err := QueryValues("subscribe=%zz", "subscribe")
 	require.Error(t, err)
 }
+
+// FuzzQueryValues: wherever url.ParseQuery reads a query without error,
+// QueryValues reads the same values of the parameter.
+func FuzzQueryValues(f *testing.F) {
+	for _, s := range []string{"subscribe=a&subscribe=b", "x=1&subscribe=%41", "subscribe", "subscrib%65=+", "a=%zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		want, perr := url.ParseQuery(raw)
+		got, ok, err := QueryValues(raw, "subscribe")
+		if perr != nil {
+			return
+		}
+		require.NoError(t, err)
+		_, present := want["subscribe"]
+		require.Equal(t, present, ok)
+		require.Equal(t, want["subscribe"], got)
+	})
+}
