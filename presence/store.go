@@ -196,7 +196,26 @@ func (s *stateStore) statuses(ctx context.Context, users []string) ([]*Status, e
 // this gateway serves it (for the gateway's lease: a closed session is no
 // longer this gateway's). One call: the keys share the shard's slot.
 func (s *stateStore) ping(ctx context.Context, sid, user string, closed bool) error {
-	return s.pingWith(ctx, sid, user, closed, nil)
+	sk := s.keys.shard(s.keys.shardOf(user))
+	ttl, kind := s.cfg.PingInterval*time.Duration(s.cfg.MissBudget), "p"
+	if closed {
+		ttl, kind = s.cfg.Grace, "c"
+	}
+	mem := member(sid, user)
+	var writes []memberWrite
+	if s.gateway != "" {
+		writes = []memberWrite{{key: sk.gateway(s.gateway), member: mem, remove: closed}}
+	}
+	err := s.batch.pipelineWith(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
+		return []redis.Cmder{p.XAdd(ctx, &redis.XAddArgs{
+			Stream: sk.pings, MaxLen: s.cfg.PingsMaxLen, Approx: true,
+			Values: []any{"m", mem, "t", ttl.Milliseconds(), "k", kind},
+		})}
+	}, writes)
+	if err != nil {
+		return fmt.Errorf("presence: ping: %w", err)
+	}
+	return nil
 }
 
 // pingOpened records the first sign of life of a session that opened:
@@ -215,30 +234,6 @@ func (s *stateStore) pingOpened(ctx context.Context, sid, user string, change su
 		return fmt.Errorf("presence: first ping: %w", err)
 	}
 	s.counts.added(change.Added)
-	return nil
-}
-
-// pingWith is ping with the set-member writes extra in the same call.
-func (s *stateStore) pingWith(ctx context.Context, sid, user string, closed bool, extra []memberWrite) error {
-	sk := s.keys.shard(s.keys.shardOf(user))
-	ttl, kind := s.cfg.PingInterval*time.Duration(s.cfg.MissBudget), "p"
-	if closed {
-		ttl, kind = s.cfg.Grace, "c"
-	}
-	mem := member(sid, user)
-	writes := extra
-	if s.gateway != "" {
-		writes = append(writes, memberWrite{key: sk.gateway(s.gateway), member: mem, remove: closed})
-	}
-	err := s.batch.pipelineWith(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
-		return []redis.Cmder{p.XAdd(ctx, &redis.XAddArgs{
-			Stream: sk.pings, MaxLen: s.cfg.PingsMaxLen, Approx: true,
-			Values: []any{"m", mem, "t", ttl.Milliseconds(), "k", kind},
-		})}
-	}, writes)
-	if err != nil {
-		return fmt.Errorf("presence: ping: %w", err)
-	}
 	return nil
 }
 

@@ -63,7 +63,7 @@ func (s *stateStore) changeSubscriptions(ctx context.Context, user, sid string, 
 // a subscriptions:set), so the session opens already following them. A
 // refused set (a *limitError) still opens the session, with the
 // subscriptions the user had; the stepResult is valid then. The caller
-// writes the follower sets (writeFollowers) with the open's other writes.
+// writes the follower sets with the open's first ping (pingOpened).
 func (s *stateStore) openSubscribing(ctx context.Context, user, sid string, ids []string) (stepResult, subChange, error) {
 	args, err := s.appendSubsArgs(ctx, make([]any, 0, 2+len(ids)), subSet, ids)
 	if err != nil {
