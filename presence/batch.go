@@ -18,11 +18,12 @@ const maxBatch = 128
 // and leaves with every call queued meanwhile, in one round trip, and the
 // caller starting a batch first lets the goroutines that are runnable reach
 // the queue (batch.GatherRunnable). An idle process sends each call at
-// once; a busy one (a connect burst: session open, ping, follower counts,
-// the subscription script and the follower writes of hundreds of
+// once; a busy one (a connect burst: session open, first ping, follower
+// counts, the subscription script and the follower writes of hundreds of
 // connections; a fan-out run sharing a core with Redis) pays one read, one
-// write and one wake-up on each side per batch instead of per call. The calls of one batch are independent: each keeps
-// its own hash tag, and a pipeline runs per node in a Cluster.
+// write and one wake-up on each side per batch instead of per call. The
+// calls of one batch are independent: each keeps its own hash tag, and a
+// pipeline runs per node in a Cluster.
 type batcher struct {
 	rdb redis.UniversalClient
 	*batch.Group[*batchCall]

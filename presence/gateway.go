@@ -350,18 +350,7 @@ func (c *client) open(subscribe []string) bool {
 	c.lastAct.Store(now)
 	var leftRooms []string
 	news := g.subsNews.Load()
-	var res stepResult
-	var change subChange
-	var refused *limitError
-	var err error
-	if subscribe != nil {
-		res, change, err = g.mod.st.openSubscribing(ctx, c.user, c.sid, subscribe)
-		if errors.As(err, &refused) {
-			err = nil
-		}
-	} else {
-		res, err = g.mod.st.step(ctx, c.user, "open", c.sid)
-	}
+	res, change, refused, err := c.openStep(ctx, subscribe)
 	if errors.Is(err, errTooManySessions) {
 		c.closeWithError(web.CodeLimitExceeded, "too many sessions for this user; close another device or tab", "", web.ClosePolicy, "too many sessions")
 		return false
@@ -427,6 +416,21 @@ func (c *client) open(subscribe []string) bool {
 		c.sendError(web.CodeLimitExceeded, refused.msg, "", refused.users)
 	}
 	return true
+}
+
+// openStep runs the open's script, setting the subscriptions the
+// connection named when there are any. refused is a set the script
+// refused: the session opened regardless, with the subscriptions it had.
+func (c *client) openStep(ctx context.Context, subscribe []string) (res stepResult, change subChange, refused *limitError, err error) {
+	if subscribe == nil {
+		res, err = c.g.mod.st.step(ctx, c.user, "open", c.sid)
+		return res, subChange{}, nil, err
+	}
+	res, change, err = c.g.mod.st.openSubscribing(ctx, c.user, c.sid, subscribe)
+	if errors.As(err, &refused) {
+		err = nil
+	}
+	return res, change, refused, err
 }
 
 // finish runs when the socket is gone. Unless the session was ended, it
