@@ -289,7 +289,7 @@ func (mod *Module) StartPush(ctx context.Context, h module.Host) error {
 	mod.sock.Declare("viewers")
 	g := h.Routes()
 	g.GET("/v1/viewers/:hotel/stream", mod.stream)
-	g.GET("/v1/viewers/ws", mod.websocket)
+	mod.sock.Endpoint(g.GET("/v1/viewers/ws", mod.websocket))
 	return nil
 }
 

@@ -129,7 +129,7 @@ func (m *Module) StartAdmit(ctx context.Context, h module.Host) error {
 	user.POST("/join", hd.join)
 	user.GET("/status", hd.status)
 	user.POST("/leave", hd.leave)
-	user.GET("/ws", hd.socket)
+	m.sockets.Endpoint(user.GET("/ws", hd.socket))
 	g.GET("/v1/admin/waitingrooms", hd.listRooms, h.RequireAPIKey())
 	admin := g.Group("/v1/admin/waitingrooms/:event", hd.requireEvent, h.RequireAPIKey())
 	admin.PUT("", hd.putSettings)

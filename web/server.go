@@ -41,6 +41,8 @@ type Server struct {
 	// admin is the http.admin_listen listener, when configured.
 	admin *adminServer
 	conns *connLimit
+	// upgrades serves WebSocket handshakes ahead of net/http (not over TLS).
+	upgrades *upgrades
 }
 
 // NewServer builds the echo server with request ids, access logs, panic
@@ -72,7 +74,8 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
-	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, ready: newReadiness(log), conns: conns}
+	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, ready: newReadiness(log), conns: conns,
+		upgrades: newUpgrades(e, sockets, cfg.HTTP.ReadHeaderTimeout, log)}
 	// Made here, not in Serve: Shutdown may run before or while Serve
 	// starts (a failed start, a signal), and a server shut down first
 	// refuses to serve.
@@ -117,13 +120,15 @@ func (s *Server) AddCheck(name string, check Check) { s.ready.add(name, check) }
 // Serve accepts connections on ln until Shutdown.
 // Connections over http.max_connections (or per address,
 // http.max_connections_per_ip) are answered 503 and closed at accept.
+// Without TLS, WebSocket handshakes are served ahead of net/http
+// (upgrades.go); over TLS, net/http serves everything (HTTP/2 included).
 func (s *Server) Serve(ln net.Listener) error {
 	ln = s.conns.wrap(ln)
 	var err error
 	if s.cfg.HTTP.TLSCert != "" {
 		err = s.http.ServeTLS(ln, s.cfg.HTTP.TLSCert, s.cfg.HTTP.TLSKey)
 	} else {
-		err = s.http.Serve(ln)
+		err = s.http.Serve(s.upgrades.listen(ln))
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -140,6 +145,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() {
 		defer close(done)
 		httpErr = s.http.Shutdown(ctx)
+		// Handshakes served ahead of net/http are waited for as its
+		// requests are.
+		s.upgrades.close()
+		httpErr = errors.Join(httpErr, s.upgrades.wait(ctx))
 	}()
 	sockErr := s.Sockets.CloseAll(ctx)
 	<-done
