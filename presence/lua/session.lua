@@ -191,9 +191,12 @@ else
     redis.call('HDEL', status, 'x')
   end
   if op == 'open' then
-    -- Always on open: a hash left expiring without the x mark (written
-    -- before the mark existed) must not expire under an online user.
-    redis.call('PERSIST', status)
+    -- On every open of a user with a status hash: one left expiring
+    -- without the x mark (written before the mark existed) must not expire
+    -- under an online user. A new user has none.
+    if shownBefore then
+      redis.call('PERSIST', status)
+    end
     if subscribed and subscribed[1] == 'ok' then
       subscribed[4] = count
     else
