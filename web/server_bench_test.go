@@ -1,8 +1,12 @@
 package web
 
 import (
+	"bytes"
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -41,5 +45,62 @@ func BenchmarkMiddleware(b *testing.B) {
 	}
 	if w.Code != http.StatusNoContent {
 		b.Fatalf("status %d", w.Code)
+	}
+}
+
+// BenchmarkHandshake is a WebSocket connect through Serve, client included:
+// dial, handshake, the first frame (with the held answer), close. "ahead"
+// is a route marked as an Endpoint (its handshake served ahead of
+// net/http), "net-http" the same handler on an unmarked route.
+func BenchmarkHandshake(b *testing.B) {
+	cfg := config.Default()
+	s, err := NewServer(cfg, prometheus.NewRegistry(), testenv.Logger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	socket := func(c echo.Context) error {
+		conn, err := s.Sockets.UpgradeHeld(c, "bench")
+		if err != nil {
+			return err
+		}
+		conn.Send([]byte(`{"type":"hello"}`))
+		conn.Serve(func([]byte) {}, nil)
+		return nil
+	}
+	s.Sockets.Endpoint(s.Echo.GET("/ahead", socket))
+	s.Echo.GET("/net-http", socket)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	defer func() { _ = s.Shutdown(context.Background()) }()
+	addr := ln.Addr().String()
+	buf := make([]byte, 4096)
+	for _, path := range []string{"/ahead", "/net-http"} {
+		head := []byte("GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+			"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+		b.Run(strings.TrimPrefix(path, "/"), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				nc, err := net.Dial("tcp", addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := nc.Write(head); err != nil {
+					b.Fatal(err)
+				}
+				// The answer and the frame, then the client leaves.
+				got := 0
+				for !bytes.HasSuffix(buf[:got], []byte(`{"type":"hello"}`)) {
+					n, err := nc.Read(buf[got:])
+					if err != nil {
+						b.Fatalf("after %d bytes: %v", got+n, err)
+					}
+					got += n
+				}
+				nc.Close()
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 	"golang.org/x/net/http/httpguts"
 )
@@ -68,17 +69,21 @@ func (u *upgrades) endpoint(req *http.Request) bool {
 // to net/http, whose http.max_header_bytes limit applies.
 const headBufSize = 4 << 10
 
-// headReader is the pooled memory a head is read into and parsed from.
-type headReader struct {
-	buf [headBufSize]byte
+// headBuf is the pooled memory a head is read into.
+type headBuf [headBufSize]byte
+
+var headBufs = sync.Pool{New: func() any { return new(headBuf) }}
+
+// headParser parses a head read into a headBuf; held only while parsing.
+type headParser struct {
 	src bytes.Reader
 	br  *bufio.Reader
 }
 
-var headReaders = sync.Pool{New: func() any {
-	h := &headReader{}
-	h.br = bufio.NewReaderSize(&h.src, headBufSize)
-	return h
+var headParsers = sync.Pool{New: func() any {
+	p := &headParser{}
+	p.br = bufio.NewReaderSize(&p.src, headBufSize)
+	return p
 }}
 
 // listen wraps ln: net/http accepts from the result, and gets every
@@ -101,7 +106,9 @@ func (u *upgrades) close() {
 	clear(u.reading)
 }
 
-// wait returns when every handshake in its handler has returned, or ctx ends.
+// wait returns when every handshake in its handler has returned, or ctx
+// ends; then its waiting goroutine stays until they return (the process is
+// on its way out).
 func (u *upgrades) wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
@@ -220,35 +227,41 @@ func (l *handoffListener) acceptLoop() {
 // first reads the connection's first head and either serves it as an
 // upgrade or hands the connection to net/http.
 func (l *handoffListener) first(c net.Conn) {
-	h := headReaders.Get().(*headReader)
-	n, end, err := readHead(c, h.buf[:], l.u.headTimeout)
-	if err != nil && end < 0 {
+	buf := headBufs.Get().(*headBuf)
+	var deadline time.Time
+	if l.u.headTimeout > 0 {
+		deadline = time.Now().Add(l.u.headTimeout)
+	}
+	n, end, err := readHead(c, buf[:], deadline)
+	if err != nil {
 		// Nothing complete came before the deadline or the peer's close;
 		// net/http closes such a connection without an answer too.
-		headReaders.Put(h)
+		headBufs.Put(buf)
 		l.u.untrack(c, false)
 		_ = c.Close()
 		return
 	}
 	var req *http.Request
-	if end == n && looksLikeUpgrade(h.buf[:end]) {
-		h.src.Reset(h.buf[:end])
-		h.br.Reset(&h.src)
-		req = upgradeRequest(h.br)
+	if end == n && looksLikeUpgrade(buf[:end]) {
+		p := headParsers.Get().(*headParser)
+		p.src.Reset(buf[:end])
+		p.br.Reset(&p.src)
+		req = upgradeRequest(p.br)
+		headParsers.Put(p)
 		if req != nil && !l.u.endpoint(req) {
 			req = nil
 		}
 	}
 	if req == nil {
 		if !l.u.untrack(c, false) {
-			headReaders.Put(h)
+			headBufs.Put(buf)
 			_ = c.Close()
 			return
 		}
-		l.hand(&replayConn{Conn: c, head: h, rest: h.buf[:n]})
+		l.hand(&replayConn{Conn: c, head: buf, rest: buf[:n], deadline: deadline})
 		return
 	}
-	headReaders.Put(h)
+	headBufs.Put(buf)
 	if !l.u.untrack(c, true) {
 		_ = c.Close()
 		return
@@ -268,18 +281,29 @@ func (l *handoffListener) hand(c net.Conn) {
 }
 
 // readHead reads into buf until a whole request head is there (end is the
-// offset after its blank line; -1: not yet), buf is full, or reading fails.
-func readHead(c net.Conn, buf []byte, timeout time.Duration) (n, end int, err error) {
-	if timeout > 0 {
-		_ = c.SetReadDeadline(time.Now().Add(timeout))
+// offset after its blank line), until the bytes cannot begin a handshake
+// (end -1, at once: net/http answers a bad request line as soon as it
+// would have), or until buf is full (end -1). An error means the head did
+// not come whole before the deadline or the peer's close.
+func readHead(c net.Conn, buf []byte, deadline time.Time) (n, end int, err error) {
+	if !deadline.IsZero() {
+		_ = c.SetReadDeadline(deadline)
 	}
-	end = -1
 	for n < len(buf) {
 		var m int
 		m, err = c.Read(buf[n:])
 		from := max(n-3, 0)
 		n += m
+		if !handshakeSoFar(buf[:n]) {
+			return n, -1, nil
+		}
 		if i := headEnd(buf[from:n]); i >= 0 {
+			// As net/http does once a head is read: a deadline left on
+			// the socket through the handler cost a connect burst about
+			// a tenth more server time (timer and scheduler work).
+			if !deadline.IsZero() {
+				_ = c.SetReadDeadline(time.Time{})
+			}
 			return n, from + i, nil
 		}
 		if err != nil {
@@ -287,6 +311,20 @@ func readHead(c net.Conn, buf []byte, timeout time.Duration) (n, end int, err er
 		}
 	}
 	return n, -1, nil
+}
+
+// handshakeSoFar tells whether b can still begin a handshake: a GET whose
+// request line, once complete, is HTTP/1.1.
+func handshakeSoFar(b []byte) bool {
+	const get = "GET "
+	if len(b) < len(get) {
+		return bytes.HasPrefix([]byte(get), b)
+	}
+	if !bytes.HasPrefix(b, []byte(get)) {
+		return false
+	}
+	line, _, complete := bytes.Cut(b, []byte("\n"))
+	return !complete || bytes.HasSuffix(bytes.TrimSuffix(line, []byte("\r")), []byte(" HTTP/1.1"))
 }
 
 // headEnd finds the blank line that ends a head, with CRLF or bare LF line
@@ -309,13 +347,10 @@ func headEnd(b []byte) int {
 	return -1
 }
 
-// looksLikeUpgrade is a cheap look at a head before parsing it: a GET with
-// an Upgrade header naming websocket. Ordinary requests are never parsed
+// looksLikeUpgrade is a cheap look at a GET's head before parsing it: an
+// Upgrade header naming websocket. Ordinary requests are never parsed
 // twice.
 func looksLikeUpgrade(head []byte) bool {
-	if !bytes.HasPrefix(head, []byte("GET ")) {
-		return false
-	}
 	for line := range bytes.Lines(head) {
 		if len(line) > 8 && asciiLowerHasPrefix(line, "upgrade:") {
 			return containsFold(line[8:], "websocket")
@@ -346,11 +381,13 @@ func containsFold(b []byte, word string) bool {
 }
 
 // upgradeRequest parses a head, or returns nil when net/http should answer
-// it: a parse error, a body, an absolute-form target, or what net/http's
-// server refuses beyond http.ReadRequest (Host and header field checks).
+// it: not a WebSocket handshake (the endpoint's handler would not
+// upgrade), a parse error, a body, an absolute-form target, or what
+// net/http's server refuses beyond http.ReadRequest (Host and header field
+// checks).
 func upgradeRequest(br *bufio.Reader) *http.Request {
 	req, err := http.ReadRequest(br)
-	if err != nil || req.ProtoMajor != 1 || req.ProtoMinor < 1 ||
+	if err != nil || !websocket.IsWebSocketUpgrade(req) || req.ProtoMajor != 1 || req.ProtoMinor < 1 ||
 		req.ContentLength != 0 || len(req.TransferEncoding) > 0 {
 		return nil
 	}
@@ -421,14 +458,24 @@ func (w *upgradeResponse) Header() http.Header {
 }
 
 func (w *upgradeResponse) WriteHeader(status int) {
+	if status < 100 || status > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", status)) // as net/http
+	}
 	if w.status == 0 && status >= 200 {
 		w.status = status
 	}
 }
 
+// maxRefusal bounds what a handshake's refusal may hold: an endpoint's
+// handler upgrades or refuses, it does not stream.
+const maxRefusal = 64 << 10
+
 func (w *upgradeResponse) Write(p []byte) (int, error) {
 	if w.hijacked {
 		return 0, http.ErrHijacked
+	}
+	if len(w.body)+len(p) > maxRefusal {
+		return 0, errors.New("web: a WebSocket endpoint answered more than a refusal")
 	}
 	w.WriteHeader(http.StatusOK)
 	w.body = append(w.body, p...)
@@ -457,7 +504,11 @@ func (w *upgradeResponse) answer() []byte {
 	}
 	h := w.Header()
 	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
-	h.Set("Content-Length", fmt.Sprint(len(w.body)))
+	if status == http.StatusNoContent || status == http.StatusNotModified {
+		w.body = nil // no body, no length (RFC 9110)
+	} else {
+		h.Set("Content-Length", fmt.Sprint(len(w.body)))
+	}
 	h.Set("Connection", "close")
 	if h.Get("Content-Type") == "" && len(w.body) > 0 {
 		h.Set("Content-Type", http.DetectContentType(w.body))
@@ -474,8 +525,22 @@ func (w *upgradeResponse) answer() []byte {
 // bytes already read here first.
 type replayConn struct {
 	net.Conn
-	head *headReader // returned to the pool once replayed
+	head *headBuf // returned to the pool once replayed
 	rest []byte
+	// deadline is the head's (zero: none). net/http's first read deadline,
+	// for the same head, is not let past it: a slow head gets one
+	// http.read_header_timeout, not two.
+	deadline time.Time
+}
+
+func (c *replayConn) SetReadDeadline(t time.Time) error {
+	if d := c.deadline; !d.IsZero() {
+		c.deadline = time.Time{}
+		if t.IsZero() || t.After(d) {
+			t = d
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {
@@ -485,7 +550,7 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	n := copy(p, c.rest)
 	c.rest = c.rest[n:]
 	if len(c.rest) == 0 {
-		headReaders.Put(c.head)
+		headBufs.Put(c.head)
 		c.head, c.rest = nil, nil
 	}
 	return n, nil

@@ -162,6 +162,19 @@ func TestUnusualHandshakeHeads(t *testing.T) {
 		require.Empty(t, ahead, name)
 	}
 
+	// Not a handshake (no Connection: Upgrade): net/http's, and the
+	// handler refuses it there.
+	resp, _ = rawExchange(t, addr, strings.Replace(head, "Connection: Upgrade\r\n", "", 1))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.False(t, <-ahead, "an Upgrade header without Connection: Upgrade")
+
+	// A request line that cannot be a handshake is net/http's at once,
+	// which answers it without waiting for the rest of a head.
+	resp, _ = rawExchange(t, addr, "BOGUS\r\n")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	_, _ = rawExchange(t, addr, strings.Replace(head, "HTTP/1.1", "HTTP/1.0", 1))
+	require.False(t, <-ahead, "an HTTP/1.0 handshake")
+
 	// A body (or bytes after the head): net/http's, whatever it makes of it.
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -221,6 +234,28 @@ func TestShutdownEndsHeadsAndWaitsForHandshakes(t *testing.T) {
 	resp, err := http.ReadResponse(bufio.NewReader(slow), nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	require.Empty(t, resp.Header.Get("Content-Length"), "a 204 with a length")
+}
+
+// A head too long to be read here goes to net/http within the same
+// http.read_header_timeout: trickling it does not earn a second one.
+func TestSlowLongHeadGetsOneHeaderTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	addr := serving(t, func(c *config.Config) { c.HTTP.ReadHeaderTimeout = timeout }, nil)
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	start := time.Now()
+	_, err = io.WriteString(nc, "GET /ws HTTP/1.1\r\nHost: x\r\nX-Pad: ")
+	require.NoError(t, err)
+	time.Sleep(timeout * 6 / 10)
+	// The buffer fills: net/http gets the connection, 0.6 timeouts in.
+	_, err = io.WriteString(nc, strings.Repeat("p", headBufSize))
+	require.NoError(t, err)
+	require.NoError(t, nc.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, _ = io.Copy(io.Discard, nc) // whatever net/http answers, then its close
+	require.Less(t, time.Since(start), timeout*14/10, "the head got a second read_header_timeout")
 }
 
 func TestHeadEnd(t *testing.T) {

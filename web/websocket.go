@@ -220,7 +220,9 @@ func (s *Sockets) Declare(kind string) { s.open.WithLabelValues(kind) }
 
 // Endpoint marks a route whose handler upgrades WebSocket requests, and
 // returns it. Their handshakes are served ahead of net/http (upgrades.go):
-// a connect burst skips net/http's work per connection.
+// a connect burst skips net/http's work per connection. Given a handshake,
+// the handler upgrades or refuses (up to 64 KiB); other requests to the
+// route (an SSE stream beside the socket) are net/http's as before.
 func (s *Sockets) Endpoint(r *echo.Route) *echo.Route {
 	s.endpoints.Store(r.Path, true)
 	return r
