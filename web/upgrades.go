@@ -32,8 +32,9 @@ import (
 // A connect burst skips what net/http does per connection and a hijacked
 // connection never uses: two 4 KiB buffers it never gets back, the
 // connection's context, its state tracking, and the read in the background
-// started while the handler runs and aborted by the hijack. That was about
-// a tenth of the server's work per connect.
+// started while the handler runs and aborted by the hijack: about a tenth
+// of the server's samples in a profile of a connect burst, and 10 KB of
+// the 50 KB it allocated per connect.
 //
 // An upgrade's request has no connection context: a client that leaves
 // during its handshake is seen when the first frame is written, not by the
