@@ -271,3 +271,63 @@ func TestHeadEnd(t *testing.T) {
 		require.Equal(t, want, headEnd([]byte(in)), fmt.Sprintf("%q", in))
 	}
 }
+
+// FuzzHandshakeHead: whatever a client sends and however it is split,
+// the head read here ends where a one-piece read says it does, and a head
+// taken as a handshake is parsed to its last byte (nothing a client sent
+// is dropped or left for a second request) into a real handshake.
+func FuzzHandshakeHead(f *testing.F) {
+	f.Add([]byte(handshakeHead("/ws")), uint16(7))
+	f.Add([]byte(handshakeHead("/ws")), uint16(len(handshakeHead("/ws"))-2))
+	f.Add([]byte(strings.ReplaceAll(handshakeHead("/ws"), "\r\n", "\n")), uint16(1))
+	f.Add([]byte(handshakeHead("/ws", "X-Fold: a\r\n b\r\n")), uint16(30))
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\n\r\n"), uint16(3))
+	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
+		if len(data) > headBufSize {
+			data = data[:headBufSize]
+		}
+		server, client := net.Pipe()
+		defer server.Close()
+		go func() {
+			defer client.Close()
+			cut := int(split) % (len(data) + 1)
+			_, _ = client.Write(data[:cut])
+			_, _ = client.Write(data[cut:])
+		}()
+		buf := make([]byte, headBufSize)
+		n, end, err := readHead(server, buf, time.Now().Add(5*time.Second))
+		whole := headEnd(data)
+		switch {
+		case !handshakeSoFar(buf[:n]):
+			// Handed over at once: no more bytes could have made it one.
+			if handshakeSoFar(data) {
+				t.Fatalf("handed over %q, the start of a handshake %q", buf[:n], data)
+			}
+			return
+		case err != nil || end < 0:
+			if whole >= 0 {
+				t.Fatalf("head ending at %d not found (read %d, err %v)", whole, n, err)
+			}
+			return
+		case end != whole:
+			t.Fatalf("head ends at %d, read in pieces at %d", whole, end)
+		}
+		if end != n || !looksLikeUpgrade(buf[:end]) {
+			return
+		}
+		p := headParsers.Get().(*headParser)
+		defer headParsers.Put(p)
+		p.src.Reset(buf[:end])
+		p.br.Reset(&p.src)
+		req := upgradeRequest(p.br)
+		if req == nil {
+			return
+		}
+		if p.br.Buffered() != 0 || p.src.Len() != 0 {
+			t.Fatalf("%d bytes of the head left unparsed: %q", p.br.Buffered()+p.src.Len(), buf[:end])
+		}
+		if req.Method != http.MethodGet || req.Host == "" || !websocket.IsWebSocketUpgrade(req) || req.ProtoMinor != 1 {
+			t.Fatalf("not a handshake: %+v", req)
+		}
+	})
+}
