@@ -113,6 +113,7 @@ type Runner struct {
 	kinds   map[string]int64
 	figures []Figure
 	label   string
+	live    func() int64 // LiveCount's counter, if any
 	hints   map[string]string
 	// The load window: from the first Loop's start to the last one's end.
 	// Rates count only this, not setup before it or checks after it.
@@ -171,6 +172,11 @@ func (r *Runner) AddFigure(name, format string, args ...any) {
 
 // Label names what one operation is in the summary ("heartbeats", "joins").
 func (r *Runner) Label(s string) { r.label = s }
+
+// LiveCount gives the progress line a count of operations as they happen,
+// for a scenario that records its operations only after the load window
+// (presence tallies deliveries from their receipts). Call before the run.
+func (r *Runner) LiveCount(count func() int64) { r.live = count }
 
 // StartClock restarts the run's clock once a scenario's setup is done, so
 // throughput and the progress line count only the measured part.
@@ -315,13 +321,8 @@ func (r *Runner) progressLoop(stop <-chan struct{}) {
 			}
 			return
 		case <-t.C:
-			ops := r.ops.Load()
-			r.mu.Lock()
-			p50, p99 := r.hist.Quantile(0.5), r.hist.Quantile(0.99)
-			r.mu.Unlock()
-			line := fmt.Sprintf("[%5.0fs] %s %d (%.0f/s) errors %d p50 %s p99 %s",
-				r.Elapsed().Seconds(), r.label, ops, float64(ops-last)/every.Seconds(), r.errs.Load(), RoundLatency(p50), RoundLatency(p99))
-			last = ops
+			var line string
+			line, last = r.progressLine(last, every)
 			if tty {
 				fmt.Fprintf(r.Progress, "\r%-100s", line)
 			} else {
@@ -329,6 +330,27 @@ func (r *Runner) progressLoop(stop <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// progressLine is one progress report: operations so far (live when the
+// scenario counts them as they happen), their rate since the last report
+// (last, every ago), errors, and the latencies recorded so far.
+func (r *Runner) progressLine(last int64, every time.Duration) (string, int64) {
+	ops := r.ops.Load()
+	if r.live != nil {
+		ops = r.live()
+	}
+	r.mu.Lock()
+	timed := r.hist.Count() > 0
+	p50, p99 := r.hist.Quantile(0.5), r.hist.Quantile(0.99)
+	r.mu.Unlock()
+	line := fmt.Sprintf("[%5.0fs] %s %d (%.0f/s) errors %d",
+		r.Elapsed().Seconds(), r.label, ops, float64(ops-last)/every.Seconds(), r.errs.Load())
+	// Latencies recorded only after the window are in the summary alone.
+	if timed {
+		line += fmt.Sprintf(" p50 %s p99 %s", RoundLatency(p50), RoundLatency(p99))
+	}
+	return line, ops
 }
 
 func isTerminal(w io.Writer) bool {

@@ -150,3 +150,23 @@ func TestCPUProfileIsWritten(t *testing.T) {
 	require.Greater(t, len(b), 2)
 	require.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a pprof profile is gzipped")
 }
+
+// A scenario that records its operations after the load window (presence
+// tallies deliveries from receipts) still shows them live, and no
+// latency until there is one.
+func TestProgressLineCountsLive(t *testing.T) {
+	r := NewRunner(Options{Concurrency: 1}, nil)
+	r.Label("deliveries")
+	var seen atomic.Int64
+	r.LiveCount(seen.Load)
+	seen.Store(500)
+	line, last := r.progressLine(0, 5*time.Second)
+	require.Contains(t, line, "deliveries 500 (100/s) errors 0")
+	require.NotContains(t, line, "p50", "a latency before any was recorded")
+	require.Equal(t, int64(500), last)
+
+	r.Record(2*time.Millisecond, nil)
+	seen.Store(1000)
+	line, _ = r.progressLine(last, 5*time.Second)
+	require.Contains(t, line, "deliveries 1000 (100/s) errors 0 p50 2ms")
+}

@@ -115,6 +115,7 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	meter := newCPUMeter(r.Client, servers, splitList(l.redisURL))
 	defer meter.close()
 	r.Label("deliveries")
+	r.LiveCount(run.observed.Load)
 	before := gatewayMemory(ctx, r.Client, gws)
 
 	if err := run.connect(ctx, gws, meter); err != nil {
