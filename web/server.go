@@ -145,9 +145,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() {
 		defer close(done)
 		httpErr = s.http.Shutdown(ctx)
-		// Handshakes served ahead of net/http are waited for as its
-		// requests are.
-		s.upgrades.close()
+		// Closing the listener closed the upgrades' too; the handshakes
+		// they serve are waited for as net/http's requests are.
 		httpErr = errors.Join(httpErr, s.upgrades.wait(ctx))
 	}()
 	sockErr := s.Sockets.CloseAll(ctx)

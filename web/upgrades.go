@@ -352,30 +352,16 @@ func headEnd(b []byte) int {
 // Upgrade header naming websocket. Ordinary requests are never parsed
 // twice.
 func looksLikeUpgrade(head []byte) bool {
+	const name, token = "upgrade:", "websocket"
 	for line := range bytes.Lines(head) {
-		if len(line) > 8 && asciiLowerHasPrefix(line, "upgrade:") {
-			return containsFold(line[8:], "websocket")
-		}
-	}
-	return false
-}
-
-func asciiLowerHasPrefix(b []byte, prefix string) bool {
-	if len(b) < len(prefix) {
-		return false
-	}
-	for i := 0; i < len(prefix); i++ {
-		if b[i]|0x20 != prefix[i] && b[i] != prefix[i] {
+		if len(line) > len(name) && bytes.EqualFold(line[:len(name)], []byte(name)) {
+			v := line[len(name):]
+			for i := 0; i+len(token) <= len(v); i++ {
+				if bytes.EqualFold(v[i:i+len(token)], []byte(token)) {
+					return true
+				}
+			}
 			return false
-		}
-	}
-	return true
-}
-
-func containsFold(b []byte, word string) bool {
-	for i := 0; i+len(word) <= len(b); i++ {
-		if asciiLowerHasPrefix(b[i:], word) {
-			return true
 		}
 	}
 	return false
