@@ -1,10 +1,6 @@
 package presence
 
-import (
-	"encoding/json"
-
-	"github.com/presenced/presenced/web"
-)
+import "encoding/json"
 
 // The wire protocol a client sees over /v1/presence/ws and the read API:
 // events, payloads, error and close codes. Clients and the load generator
@@ -75,16 +71,6 @@ type UpdatePayload struct {
 
 type SubscriptionsPayload struct {
 	Users []string `json:"users"`
-}
-
-// DecodeStrict decodes the usual list of plain user ids by hand (every
-// connect sends one; web.StrictDecoder).
-func (p *SubscriptionsPayload) DecodeStrict(data []byte) bool {
-	users, ok := web.DecodeStrictStrings(data, "users")
-	if ok {
-		p.Users = users
-	}
-	return ok
 }
 
 type PingPayload struct {

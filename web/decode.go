@@ -1,18 +1,21 @@
 package web
 
 import (
-	"bytes"
-	"encoding"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
-	"strings"
-	"sync"
 
+	"github.com/go-json-experiment/json"
 	"github.com/labstack/echo/v4"
 )
+
+// MaxJSONDepth is how deeply a request body or frame may nest objects and
+// arrays. presenced's own documents nest at most five levels; a provider's
+// webhook body about ten.
+const MaxJSONDepth = 32
+
+// ErrTooDeep is a document nested deeper than MaxJSONDepth.
+var ErrTooDeep = fmt.Errorf("nested deeper than %d levels", MaxJSONDepth)
 
 // DecodeBody reads a request body as one JSON value into v, strictly (see
 // StrictJSON). A body cut short by http.body_limit_bytes answers 413;
@@ -36,154 +39,65 @@ func DecodeBody(c echo.Context, v any) error {
 	return nil
 }
 
-// StrictJSON decodes data, one JSON value, into v. Unlike encoding/json's
-// defaults it refuses what a typo or a hostile client would slip through:
-// field names match exactly ("Seats" is not "seats"), unknown fields and
-// fields given twice are refused, and nothing may follow the value.
-//
-// It runs for every WebSocket frame, so well-formed input takes a path
-// that allocates nothing beyond the decoded value (a StrictDecoder's own,
-// else strictFast); anything it would refuse goes through strictSlow,
-// which names the reason.
+// strict is what StrictJSON asks of the decoder beyond its defaults, which
+// already refuse what a typo or a hostile client would slip through: field
+// names match exactly ("Seats" is not "seats"), a name given twice, invalid
+// UTF-8 and anything after the value are refused.
+var strict = json.RejectUnknownMembers(true)
+
+// StrictJSON decodes data, one JSON value, into v, refusing unknown and
+// miscased fields, fields given twice, invalid UTF-8, trailing data and
+// nesting deeper than MaxJSONDepth. Its cost is linear in len(data): the
+// depth is checked before the decoder descends at all.
 func StrictJSON(data []byte, v any) error {
-	if d, ok := v.(StrictDecoder); ok && json.Valid(data) && d.DecodeStrict(data) {
-		return nil
-	}
-	if strictFast(data, v) {
-		return nil
-	}
-	return strictSlow(data, v)
-}
-
-// strictSlow is StrictJSON walking tokens with encoding/json's decoder:
-// about 4 KiB of garbage per call, but it says what is wrong and where.
-func strictSlow(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := checkValue(dec, reflect.TypeOf(v), ""); err != nil {
+	if err := CheckDepth(data, MaxJSONDepth); err != nil {
 		return err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("more than one JSON value")
-	}
-	dec = json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	return json.Unmarshal(data, v, strict)
 }
 
-var (
-	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
-	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
-)
-
-// checkValue walks one JSON value, checking object keys against t (nil:
-// anything goes below, as for json.RawMessage or any).
-func checkValue(dec *json.Decoder, t reflect.Type, path string) error {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t != nil && (reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType)) {
-		t = nil // decodes itself (time.Time, json.RawMessage)
-	}
-	tok, err := dec.Token()
-	if err != nil {
+// LooseJSON decodes data into v as StrictJSON does but lets unknown fields
+// pass: for documents from elsewhere (a provider's webhook, a peer) that
+// may grow fields, and for reading what can be read of a refused frame.
+func LooseJSON(data []byte, v any) error {
+	if err := CheckDepth(data, MaxJSONDepth); err != nil {
 		return err
 	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return nil
-	}
-	switch d {
-	case '[':
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
-		}
-		for dec.More() {
-			if err := checkValue(dec, elem, path+"[]"); err != nil {
-				return err
-			}
-		}
-	case '{':
-		seen := map[string]bool{}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := tok.(string)
-			if seen[key] {
-				return fmt.Errorf("field %q is given twice", path+key)
-			}
-			seen[key] = true
-			var next reflect.Type
-			switch {
-			case t == nil:
-			case t.Kind() == reflect.Struct:
-				f, ok := fieldsOf(t)[key]
-				if !ok {
-					return unknownField(t, path+key)
-				}
-				next = f
-			case t.Kind() == reflect.Map:
-				next = t.Elem()
-			}
-			if err := checkValue(dec, next, path+key+"."); err != nil {
-				return err
-			}
-		}
-	}
-	_, err = dec.Token() // the closing delimiter
-	return err
+	return json.Unmarshal(data, v)
 }
 
-func unknownField(t reflect.Type, name string) error {
-	short := name[strings.LastIndexByte(name, '.')+1:]
-	for known := range fieldsOf(t) {
-		if strings.EqualFold(known, short) {
-			return fmt.Errorf("unknown field %q (field names are case-sensitive: %q)", name, known)
+// CheckDepth refuses data whose objects and arrays nest deeper than limit,
+// in one pass that allocates nothing. It only counts brackets outside
+// strings: it does not validate, the decoder run after it does, and up to
+// the first byte that decoder refuses both see the same nesting (the
+// differential fuzz test FuzzCheckDepth holds it to that).
+func CheckDepth(data []byte, limit int) error {
+	depth := 0
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			i = stringEnd(data, i)
+		case '[', '{':
+			if depth++; depth > limit {
+				return fmt.Errorf("%w (at byte %d)", ErrTooDeep, i)
+			}
+		case ']', '}':
+			depth--
 		}
 	}
-	return fmt.Errorf("unknown field %q", name)
+	return nil
 }
 
-var fieldCache sync.Map // reflect.Type → map[string]reflect.Type
-
-// fieldsOf maps a struct's JSON names to their types, embedded structs'
-// fields included, as encoding/json names them.
-func fieldsOf(t reflect.Type) map[string]reflect.Type {
-	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string]reflect.Type)
+// stringEnd returns the index of the quote closing the string that opens
+// at data[i], or the last index when it never closes.
+func stringEnd(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
 	}
-	out := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		ft := f.Type
-		if f.Anonymous && name == "" {
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				for k, v := range fieldsOf(ft) {
-					if _, dup := out[k]; !dup {
-						out[k] = v
-					}
-				}
-				continue
-			}
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = ft
-	}
-	fieldCache.Store(t, out)
-	return out
+	return len(data) - 1
 }

@@ -51,7 +51,7 @@ func ParseEnvelope(msg []byte) (Envelope, *ProtocolError) {
 	if err := StrictJSON(msg, &env); err != nil {
 		// Read what can be read, so the error can still name the id.
 		var loose Envelope
-		if json.Unmarshal(msg, &loose) == nil && len(loose.ID) <= 64 {
+		if LooseJSON(msg, &loose) == nil && len(loose.ID) <= 64 {
 			env = Envelope{ID: loose.ID}
 		}
 		return env, &ProtocolError{Code: CodeBadJSON, Message: "the frame is not one JSON envelope: " + err.Error()}
