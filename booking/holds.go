@@ -284,19 +284,28 @@ func (h *holdsPlane) storedResponse(ctx context.Context, in holdInput, fp []byte
 	return r, true
 }
 
+// checkIdempotencyKey refuses a missing key, and one that is not printable
+// text: PostgreSQL refuses invalid UTF-8 and NUL (a 500 otherwise), and a
+// key with a newline would forge log lines.
+func checkIdempotencyKey(key string) error {
+	if key == "" {
+		return web.Errorf(http.StatusBadRequest, "idempotency_key_required", "an Idempotency-Key header is required")
+	}
+	if err := validate.Token("Idempotency-Key", key, validate.MaxIdempotencyKeyBytes); err != nil {
+		return web.Errorf(http.StatusBadRequest, "bad_idempotency_key", "%v", err)
+	}
+	return nil
+}
+
 // check validates the request and returns the sorted cart and the request
 // fingerprint.
 func (h *holdsPlane) check(in holdInput) ([]int64, []byte, error) {
-	keyErr := validate.Token("Idempotency-Key", in.Key, validate.MaxIdempotencyKeyBytes)
+	keyErr := checkIdempotencyKey(in.Key)
 	switch {
 	case !validEventID(in.Event):
 		return nil, nil, web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
-	case in.Key == "":
-		return nil, nil, web.Errorf(http.StatusBadRequest, "idempotency_key_required", "an Idempotency-Key header is required")
 	case keyErr != nil:
-		// Printable only: PostgreSQL refuses invalid UTF-8 and NUL (a 500
-		// before), and a key with a newline would forge log lines.
-		return nil, nil, web.Errorf(http.StatusBadRequest, "bad_idempotency_key", "%v", keyErr)
+		return nil, nil, keyErr
 	case len(in.Seats) < 1 || len(in.Seats) > h.cfg.MaxSeatsPerHold:
 		return nil, nil, web.BadRequest("hold 1 to %d seats", h.cfg.MaxSeatsPerHold)
 	case in.PromoCode != "" && !promoPattern.Valid(in.PromoCode):

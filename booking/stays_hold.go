@@ -130,13 +130,12 @@ func (s *staysPlane) checkStay(in stayInput) (stayCart, error) {
 	var ok1, ok2 bool
 	c.checkIn, ok1 = parseDate(r.CheckIn)
 	c.out, ok2 = parseDate(r.CheckOut)
+	keyErr := checkIdempotencyKey(in.Key)
 	switch {
 	case !validEventID(in.Hotel):
 		return c, web.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
-	case in.Key == "":
-		return c, web.Errorf(http.StatusBadRequest, "idempotency_key_required", "an Idempotency-Key header is required")
-	case len(in.Key) > 255:
-		return c, web.Errorf(http.StatusBadRequest, "bad_idempotency_key", "the Idempotency-Key is longer than 255 characters")
+	case keyErr != nil:
+		return c, keyErr
 	case !roomTypePattern.MatchString(r.RoomType):
 		return c, web.BadRequest("roomType: a room type id of the hotel")
 	case !ok1 || !ok2:
