@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
+	"github.com/presenced/presenced/internal/outbox"
 	"github.com/presenced/presenced/web"
 )
 
@@ -134,6 +135,9 @@ SELECT EXISTS (SELECT 1 FROM reservations WHERE event_id = $1 AND status IN ('PE
 		if inUse {
 			return errEventInUse
 		}
+		if err := invalidateSections(ctx, tx, id); err != nil {
+			return fmt.Errorf("delete event %s: %w", id, err)
+		}
 		for _, q := range []string{
 			`DELETE FROM promotion_uses WHERE event_id = $1`,
 			`DELETE FROM reservation_items WHERE reservation_id IN (SELECT id FROM reservations WHERE event_id = $1)`,
@@ -148,6 +152,26 @@ SELECT EXISTS (SELECT 1 FROM reservations WHERE event_id = $1 AND status IN ('PE
 		}
 		return nil
 	})
+}
+
+// invalidateSections tells every cache and live viewer of the event's
+// sections that they changed, as a hold does: a deleted event's map must
+// not outlive it in a snapshot.
+func invalidateSections(ctx context.Context, tx pgx.Tx, event string) error {
+	rows, err := tx.Query(ctx, `SELECT id FROM sections WHERE event_id = $1`, event)
+	if err != nil {
+		return err
+	}
+	sections, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, sec := range sections {
+		if err := outbox.Add(ctx, tx, KindInventoryChanged, event, InventoryChanged{Event: event, Section: sec}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GET /v1/admin/events?after=&limit=

@@ -3,6 +3,7 @@ package booking
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -65,13 +66,16 @@ func newSeatMap(d seatMapDeps) (*seatMap, error) {
 }
 
 // layout is an event's fixed seat layout; it never changes after creation,
-// so each process keeps it.
+// so each process keeps it. An event deleted and created again under the
+// same id is another layout: generation (its creation time) tells them
+// apart, and every snapshot of states names the generation it belongs to.
 type layout struct {
-	event    string
-	currency string
-	startsAt time.Time
-	sections []sectionInfo
-	seats    []seatInfo // in layout order
+	event      string
+	generation int64 // events.created_at in Unix microseconds
+	currency   string
+	startsAt   time.Time
+	sections   []sectionInfo
+	seats      []seatInfo // in layout order
 }
 
 type sectionInfo struct {
@@ -90,6 +94,39 @@ type seatInfo struct {
 }
 
 var errUnknownEvent = web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+
+// errStaleLayout: the event this process knows was deleted, perhaps
+// created again, since its layout was loaded.
+var errStaleLayout = errors.New("the event changed since its layout was loaded")
+
+// current returns the event's layout and the packed states of its seats,
+// from one generation of the event. A layout found stale is forgotten and
+// loaded again, once.
+func (s *seatMap) current(ctx context.Context, event string) (*layout, []byte, error) {
+	for retried := false; ; retried = true {
+		l, err := s.layoutOf(ctx, event)
+		if err != nil {
+			return nil, nil, err
+		}
+		packed, err := s.states(ctx, l)
+		if !errors.Is(err, errStaleLayout) {
+			return l, packed, err
+		}
+		s.forget(l)
+		if retried {
+			return nil, nil, web.Unavailable(time.Second, "the event is being recreated; retry")
+		}
+	}
+}
+
+// forget drops a stale layout, unless a fresher one replaced it already.
+func (s *seatMap) forget(l *layout) {
+	s.mu.Lock()
+	if s.layouts[l.event] == l {
+		delete(s.layouts, l.event)
+	}
+	s.mu.Unlock()
+}
 
 // layoutOf returns the event's layout, loading it once per process.
 func (s *seatMap) layoutOf(ctx context.Context, event string) (*layout, error) {
@@ -119,13 +156,16 @@ func (s *seatMap) layoutOf(ctx context.Context, event string) (*layout, error) {
 
 func (s *seatMap) loadLayout(ctx context.Context, event string) (*layout, error) {
 	l := &layout{event: event}
-	err := s.ro.QueryRow(ctx, `SELECT currency, starts_at FROM events WHERE id = $1`, event).Scan(&l.currency, &l.startsAt)
+	var created time.Time
+	err := s.ro.QueryRow(ctx, `SELECT currency, starts_at, created_at FROM events WHERE id = $1`, event).
+		Scan(&l.currency, &l.startsAt, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errUnknownEvent
 	}
 	if err != nil {
 		return nil, storeError("read event", err)
 	}
+	l.generation = created.UnixMicro()
 	rows, err := s.ro.Query(ctx, `SELECT id, name, base_price, seat_count FROM sections WHERE event_id = $1 ORDER BY position`, event)
 	if err != nil {
 		return nil, storeError("read sections", err)
@@ -181,7 +221,7 @@ func (s *seatMap) states(ctx context.Context, l *layout) ([]byte, error) {
 	switch {
 	case err == nil:
 		s.m.cache.WithLabelValues("hit").Inc()
-		return b, nil
+		return l.unwrap(b)
 	case !errors.Is(err, redis.Nil):
 		return s.direct(ctx, l)
 	}
@@ -211,7 +251,7 @@ func (s *seatMap) states(ctx context.Context, l *layout) ([]byte, error) {
 		}
 		if b, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
 			s.m.cache.WithLabelValues("waited").Inc()
-			return b, nil
+			return l.unwrap(b)
 		}
 	}
 }
@@ -226,13 +266,13 @@ func (s *seatMap) fill(ctx context.Context, l *layout, key, lease, token string)
 	// lease: look again before querying.
 	if b, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
 		s.m.cache.WithLabelValues("waited").Inc()
-		return b, nil
+		return l.unwrap(b)
 	}
 	b, err := s.queryStates(ctx, l)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.rdb.Set(ctx, key, b, s.cfg.SeatMapTTL).Err(); err != nil {
+	if err := s.rdb.Set(ctx, key, l.wrap(b), s.cfg.SeatMapTTL).Err(); err != nil {
 		s.log.Debug("store seat-map snapshot", "err", err)
 	}
 	s.m.cache.WithLabelValues("filled").Inc()
@@ -256,7 +296,12 @@ func (s *seatMap) direct(ctx context.Context, l *layout) ([]byte, error) {
 }
 
 func (s *seatMap) queryStates(ctx context.Context, l *layout) ([]byte, error) {
-	rows, err := s.ro.Query(ctx, `SELECT status FROM seats WHERE event_id = $1 ORDER BY layout_order`, l.event)
+	// Rows only while the event is the generation the layout was loaded
+	// from: none once it was deleted or created again.
+	rows, err := s.ro.Query(ctx, `
+SELECT status FROM seats
+ WHERE event_id = $1 AND EXISTS (SELECT 1 FROM events WHERE id = $1 AND created_at = $2)
+ ORDER BY layout_order`, l.event, time.UnixMicro(l.generation))
 	if err != nil {
 		return nil, storeError("read seat states", err)
 	}
@@ -277,9 +322,28 @@ func (s *seatMap) queryStates(ctx context.Context, l *layout) ([]byte, error) {
 		return nil, storeError("read seat states", err)
 	}
 	if i != len(l.seats) {
-		return nil, fmt.Errorf("event %s: layout has %d seats, states %d", l.event, len(l.seats), i)
+		return nil, fmt.Errorf("event %s: layout has %d seats, states %d: %w", l.event, len(l.seats), i, errStaleLayout)
 	}
 	return packed, nil
+}
+
+// A snapshot is the layout's generation (8 bytes, big-endian) and then the
+// packed states, so a process that knows an older layout of the event
+// cannot read a newer generation's states against it.
+const generationBytes = 8
+
+func (l *layout) wrap(packed []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, generationBytes+len(packed)), uint64(l.generation)), packed...)
+}
+
+// unwrap returns the packed states of a snapshot of this generation, and
+// errStaleLayout for one of another.
+func (l *layout) unwrap(snapshot []byte) ([]byte, error) {
+	if len(snapshot) != generationBytes+(len(l.seats)+3)/4 ||
+		int64(binary.BigEndian.Uint64(snapshot)) != l.generation {
+		return nil, fmt.Errorf("event %s: snapshot of another generation: %w", l.event, errStaleLayout)
+	}
+	return snapshot[generationBytes:], nil
 }
 
 // Two bits a seat, four seats a byte, most significant pair first.

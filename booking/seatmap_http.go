@@ -22,7 +22,7 @@ func (s *seatMap) RoutesSeats(g *echo.Group) {
 
 func (s *seatMap) getSeats(c echo.Context) error {
 	ctx := c.Request().Context()
-	l, err := s.layoutOf(ctx, c.Param("event"))
+	l, packed, err := s.current(ctx, c.Param("event"))
 	if err != nil {
 		return err
 	}
@@ -33,10 +33,6 @@ func (s *seatMap) getSeats(c echo.Context) error {
 			return web.Errorf(http.StatusNotFound, "section_not_found", "no section %q in this event", sec)
 		}
 		from, n = l.sections[i].first, l.sections[i].count
-	}
-	packed, err := s.states(ctx, l)
-	if err != nil {
-		return err
 	}
 	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=1")
 	if c.QueryParam("format") == "bitmap" || strings.Contains(c.Request().Header.Get(echo.HeaderAccept), echo.MIMEOctetStream) {

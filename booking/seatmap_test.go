@@ -308,3 +308,53 @@ func TestLiveInvalidationsFollowCommittedChanges(t *testing.T) {
 	}
 	require.True(t, found)
 }
+
+// An event deleted and created again under the same id is a new layout:
+// its map answers 404 while it is gone, then the new seats and prices, in
+// this process and in another that still knew the old layout.
+func TestSeatMapFollowsADeletedAndRecreatedEvent(t *testing.T) {
+	t.Parallel()
+	br := setupBrowse(t, testenv.Redis(t))
+	other, err := newSeatMap(seatMapDeps{ReadOnly: br.ro, Redis: br.rdb, Keys: br.ks, Config: br.cfg, Metrics: br.m, Log: testenv.Logger()})
+	require.NoError(t, err)
+	ctx := context.Background()
+	event, old := br.event(t, "A:1x4@1000")
+	seatsOf := func(sm *seatMap) ([]int64, int64) {
+		l, _, err := sm.current(ctx, event)
+		require.NoError(t, err)
+		ids := make([]int64, len(l.seats))
+		for i, s := range l.seats {
+			ids[i] = s.id
+		}
+		return ids, l.seats[0].basePrice
+	}
+	resp, body := br.get(t, "/v1/events/"+event+"/seats")
+	require.Equal(t, 200, resp.StatusCode, string(body))
+	ids, _ := seatsOf(other)
+	require.Equal(t, old, ids)
+
+	require.NoError(t, deleteEvent(ctx, br.db, event))
+	// The delete's invalidations drop the snapshot once relayed (tests
+	// share the outbox, so relay until ours went).
+	require.Eventually(t, func() bool {
+		_, err := br.relay.RelayOnce(ctx)
+		require.NoError(t, err)
+		resp, body := br.get(t, "/v1/events/"+event+"/seats")
+		require.Contains(t, []int{200, 404}, resp.StatusCode, string(body))
+		return resp.StatusCode == 404
+	}, 10*time.Second, 10*time.Millisecond, "a deleted event's map is gone")
+
+	_, fresh := br.event(t, "A:2x3@2500", func(s *EventSpec) { s.ID = event })
+	resp, body = br.get(t, "/v1/events/"+event+"/seats")
+	require.Equal(t, 200, resp.StatusCode, string(body))
+	var v SeatMapView
+	require.NoError(t, json.Unmarshal(body, &v))
+	require.Equal(t, 6, v.SeatCount)
+	require.Equal(t, fresh[0], v.Seats[0].ID)
+	// The other process kept the old layout; the snapshot the first one
+	// filled belongs to the new generation, which it must not read
+	// against the old seats.
+	ids, price := seatsOf(other)
+	require.Equal(t, fresh, ids)
+	require.Equal(t, int64(2500), price)
+}
