@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -222,10 +223,17 @@ type PromotionSpec struct {
 	ValidUntil  *time.Time `json:"validUntil,omitempty"`
 }
 
+// ErrInvalidPromotion is a promotion outside the rules its error names.
+var ErrInvalidPromotion = errors.New("invalid promotion")
+
 // CreatePromotion adds a promotion code to an event.
 func CreatePromotion(ctx context.Context, pool *pgxpool.Pool, event string, p PromotionSpec) error {
-	if !promoPattern.Valid(p.Code) || p.DiscountBps < 1 || p.DiscountBps > 10_000 || p.MaxUses < 0 {
-		return fmt.Errorf("invalid promotion: code 1-32 letters, digits, '_' or '-'; discountBps 1-10000; maxUses ≥ 0")
+	if !validEventID(event) {
+		return errNoEvent // no event can have this id; PostgreSQL would refuse it
+	}
+	if !promoPattern.Valid(p.Code) || p.DiscountBps < 1 || p.DiscountBps > 10_000 || p.MaxUses < 0 || p.MaxUses > math.MaxInt32 {
+		return fmt.Errorf("%w: code 1-32 letters, digits, '_' or '-'; discountBps 1-10000; maxUses 0-%d",
+			ErrInvalidPromotion, math.MaxInt32)
 	}
 	_, err := pool.Exec(ctx, `
 INSERT INTO promotions (event_id, code, discount_bps, max_uses, valid_until) VALUES ($1, $2, $3, $4, $5)`,

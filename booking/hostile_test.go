@@ -78,4 +78,19 @@ func TestHostileInputIsA4xxNotA500(t *testing.T) {
 		code, _, body := do("POST", hold, `{"seats":[1]}`, hdr)
 		require.Equal(t, 401, code, body)
 	})
+	t.Run("promotions of ids no event has, and caps past PostgreSQL's integer", func(t *testing.T) {
+		promo := `{"code":"P1","discountBps":100,"maxUses":1}`
+		for _, path := range []string{"/v1/admin/events/a%00b/promotions", "/v1/admin/events/%FF%FE/promotions"} {
+			code, _, body := do("POST", path, promo, admin)
+			require.Equal(t, 404, code, "%s: %s", path, body)
+		}
+		for _, uses := range []string{"2147483648", "9223372036854775807", "-1"} {
+			code, _, body := do("POST", "/v1/admin/events/"+id+"/promotions",
+				`{"code":"P2","discountBps":100,"maxUses":`+uses+`}`, admin)
+			require.Equal(t, 422, code, "maxUses %s: %s", uses, body)
+			require.Contains(t, body, "invalid_promotion")
+		}
+		code, _, body := do("POST", "/v1/admin/events/"+id+"/promotions", `{"code":"P3","discountBps":100,"maxUses":2147483647}`, admin)
+		require.Equal(t, 201, code, body)
+	})
 }

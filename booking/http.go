@@ -130,7 +130,7 @@ func (h *holdsPlane) postPromotion(c echo.Context) error {
 		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 	case errors.Is(err, ErrEventExists):
 		return web.Errorf(http.StatusConflict, "promotion_exists", "this promotion code exists")
-	case err != nil && strings.HasPrefix(err.Error(), "invalid promotion"):
+	case errors.Is(err, ErrInvalidPromotion):
 		return web.Errorf(http.StatusUnprocessableEntity, "invalid_promotion", "%s", err.Error())
 	case err != nil:
 		return err
