@@ -32,7 +32,12 @@ func (s *sandbox) postConfirm(c echo.Context) error {
 			return web.BadRequest("unknown fault %q", f)
 		}
 	}
-	in, err := s.confirm(c.Request().Context(), c.Param("id"), body.ClientSecret, body.Faults)
+	id := c.Param("id")
+	if !cleanToken(id, 128) {
+		// No intent has this id, and PostgreSQL would refuse the bytes.
+		return web.Errorf(http.StatusNotFound, CodeSandboxIntentNotFound, "no such intent")
+	}
+	in, err := s.confirm(c.Request().Context(), id, body.ClientSecret, body.Faults)
 	if errors.Is(err, errNoIntent) {
 		return web.Errorf(http.StatusNotFound, CodeSandboxIntentNotFound, "no such intent")
 	}

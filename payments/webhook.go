@@ -141,10 +141,26 @@ type webhookPayment struct {
 	currency                          string
 }
 
-// findPayment looks the event's payment up by our id, else by reference.
+// recordOrphan records money taken for no payment of ours: the backstop
+// refunds it after payments.orphan_refund_after unless a payment claims it.
+func (w *webhooks) recordOrphan(ctx context.Context, tx pgx.Tx, provider string, ev WebhookEvent) error {
+	if _, err := tx.Exec(ctx, `
+INSERT INTO payment_orphan_charges (provider, provider_ref, amount, currency, next_attempt_at)
+VALUES ($1, $2, $3, $4, clock_timestamp() + make_interval(secs => $5)) ON CONFLICT DO NOTHING`,
+		provider, ev.Ref, ev.Amount, ev.Currency, w.cfg.OrphanRefundAfter.Seconds()); err != nil {
+		return fmt.Errorf("record orphan charge: %w", err)
+	}
+	w.log.Warn("charge for no payment of ours; refunded unless claimed", "provider", provider, "event", ev.ID)
+	return nil
+}
+
+// findPayment looks the event's payment up by reference, else by our id in
+// its metadata: the reference names the charge, the metadata is only our
+// note on it.
 func findPayment(ctx context.Context, tx pgx.Tx, provider string, ev WebhookEvent, lock bool) (webhookPayment, error) {
 	q := `SELECT id::text, reservation_id::text, provider, status, provider_ref, amount, currency FROM payments
-	      WHERE id = nullif($1, '')::uuid OR (provider = $2 AND provider_ref = $3) ORDER BY (id = nullif($1, '')::uuid) DESC LIMIT 1`
+	      WHERE id = nullif($1, '')::uuid OR (provider = $2 AND provider_ref = $3)
+	      ORDER BY (provider = $2 AND provider_ref IS NOT DISTINCT FROM $3) DESC LIMIT 1`
 	if lock {
 		q = `SELECT id::text, reservation_id::text, provider, status, provider_ref, amount, currency FROM payments WHERE id = $1::uuid FOR UPDATE`
 	}
@@ -160,16 +176,7 @@ func findPayment(ctx context.Context, tx pgx.Tx, provider string, ev WebhookEven
 func (w *webhooks) succeeded(ctx context.Context, tx pgx.Tx, provider string, ev WebhookEvent) (string, string, error) {
 	p, err := findPayment(ctx, tx, provider, ev, false)
 	if errors.Is(err, pgx.ErrNoRows) {
-		// Money taken for no payment of ours: the backstop refunds it
-		// after payments.orphan_refund_after unless a payment claims it.
-		if _, err := tx.Exec(ctx, `
-INSERT INTO payment_orphan_charges (provider, provider_ref, amount, currency, next_attempt_at)
-VALUES ($1, $2, $3, $4, clock_timestamp() + make_interval(secs => $5)) ON CONFLICT DO NOTHING`,
-			provider, ev.Ref, ev.Amount, ev.Currency, w.cfg.OrphanRefundAfter.Seconds()); err != nil {
-			return "", "", fmt.Errorf("record orphan charge: %w", err)
-		}
-		w.log.Warn("charge for no payment of ours; refunded unless claimed", "provider", provider, "event", ev.ID)
-		return OutcomeOrphan, "", nil
+		return OutcomeOrphan, "", w.recordOrphan(ctx, tx, provider, ev)
 	}
 	if err != nil {
 		return "", "", fmt.Errorf("find payment: %w", err)
@@ -189,8 +196,11 @@ VALUES ($1, $2, $3, $4, clock_timestamp() + make_interval(secs => $5)) ON CONFLI
 	}
 	switch {
 	case p.provider != provider || p.ref == nil || *p.ref != ev.Ref:
-		w.log.Error("webhook reference does not match the payment", "provider", provider, "event", ev.ID)
-		return OutcomeMismatch, p.id, nil
+		// The metadata names a payment of ours, but the charge is not its
+		// intent, and no payment has that intent (findPayment prefers the
+		// reference): money taken for nothing we sold.
+		w.log.Error("webhook reference does not match the payment; the charge is an orphan", "provider", provider, "event", ev.ID)
+		return OutcomeMismatch, p.id, w.recordOrphan(ctx, tx, provider, ev)
 	case p.status == StatusSucceeded || p.status == StatusRefundRequired || p.status == StatusRefunded:
 		return OutcomeDuplicate, p.id, nil
 	case p.status == StatusFailed:

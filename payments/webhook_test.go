@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,6 +134,24 @@ func TestWebhookContract(t *testing.T) {
 	require.Equal(t, 200, status, body)
 	require.Contains(t, body, payments.OutcomeOrphan)
 	require.EqualValues(t, 1, s.scalar(`SELECT count(*) FROM payment_orphan_charges WHERE provider_ref = $1`, orphanRef))
+
+	// A success whose metadata names a payment of ours for a charge that is
+	// not its intent: money taken for nothing sold, recorded as an orphan
+	// (refunded unless claimed), the payment untouched.
+	_, _, v5, _ := s.pending(1)
+	strayRef := "pi_stray_" + uuid.NewString()[:8]
+	status, body = s.webhook(event("evt_"+uuid.NewString(), "payment_intent.succeeded", strayRef, v5.ID, v5.Amount, "eur"), now)
+	require.Equal(t, 200, status, body)
+	require.Contains(t, body, payments.OutcomeMismatch)
+	require.EqualValues(t, 1, s.scalar(`SELECT count(*) FROM payment_orphan_charges WHERE provider_ref = $1`, strayRef))
+	require.Equal(t, payments.StatusPending, s.paymentStatus(v5.ID))
+
+	// The sandbox's confirm step: an intent id no intent can have is not
+	// found (not a retryable 503 a client would repeat forever).
+	for _, id := range []string{"%FF%FE", "pi%00x", strings.Repeat("p", 200)} {
+		status, body = s.do(http.MethodPost, "/v1/sandbox/psp/intents/"+id+"/confirm", nil, payments.SandboxConfirm{ClientSecret: "secret_x"})
+		require.Equal(t, 404, status, "%s: %s", id, body)
+	}
 
 	// A payment whose reference is not saved yet: 503, the provider retries.
 	_, res4 := s.hold(1)
