@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 
 	"github.com/go-json-experiment/json"
 	"github.com/labstack/echo/v4"
@@ -24,10 +25,13 @@ func DecodeBody(c echo.Context, v any) error {
 	data, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		var tooBig *echo.HTTPError
+		var overLimit *http.MaxBytesError
 		var late *Error
 		switch {
 		case errors.As(err, &tooBig):
 			return tooBig // the body limit cut the read short
+		case errors.As(err, &overLimit):
+			return Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than %d bytes", overLimit.Limit)
 		case errors.As(err, &late):
 			return late // the body read deadline passed
 		}

@@ -122,13 +122,18 @@ func TestDemoSignInMintsDevelopmentTokensOnly(t *testing.T) {
 	require.Equal(t, "alice", claims.Subject)
 
 	// Bad input is a 400 and mints nothing.
-	for _, bad := range []string{`{"user":""}`, `{"user":"a b"}`, `{"user":"x","admin":true}`, `not json`} {
+	for _, bad := range []string{`{"user":""}`, `{"user":"a b"}`, `{"user":"x","admin":true}`, `not json`,
+		`{"User":"alice"}`, `{"user":"alice","user":"mallory"}`, "{\"user\":\"\xff\"}", strings.Repeat("[", 1000)} {
 		req, _ := http.NewRequest(http.MethodPost, s.URL+"/demo/token", strings.NewReader(bad))
 		res, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		res.Body.Close()
 		require.Equal(t, http.StatusBadRequest, res.StatusCode, bad)
 	}
+	res, err := http.Post(s.URL+"/demo/token", "application/json", strings.NewReader(`{"user":"`+strings.Repeat("a", 2000)+`"}`))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, "a body over 1 KiB")
 }
 
 func TestNoDemoSignInBesideARealIssuer(t *testing.T) {

@@ -1,7 +1,6 @@
 package pages
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -29,10 +28,9 @@ type TokenAnswer struct {
 func signIn(mint func(string) (string, time.Time, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req TokenRequest
-		dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1024))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return web.BadRequest("the body is {\"user\":\"<id>\"}: %v", err)
+		c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, 1024)
+		if err := web.DecodeBody(c, &req); err != nil {
+			return err
 		}
 		if err := auth.ValidUserID(req.User); err != nil {
 			return web.BadRequest("user: %v", err)
