@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -481,7 +482,15 @@ func (c *Conn) flush() {
 // connection, ends the writer and reports false.
 func (c *Conn) write(msg []byte) bool {
 	if err := c.writeFrame(opText, msg, time.Now().Add(c.s.cfg.WriteTimeout)); err != nil {
-		c.s.drops.WithLabelValues("write_failed").Inc()
+		reason := "write_failed"
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errWriteBusy) {
+			// The peer left its socket full for write_timeout: a slow
+			// consumer. No close frame can reach it behind the bytes it has
+			// not read (and a frame cut short leaves none to send), so the
+			// connection just ends.
+			reason = "slow_consumer"
+		}
+		c.s.drops.WithLabelValues(reason).Inc()
 		c.closeNow(closeAbnormal, "")
 		c.mu.Lock()
 		c.writing = false

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
@@ -63,5 +64,7 @@ func TestPeerThatStopsReadingIsDroppedAfterTheWriteTimeout(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("a peer that reads nothing was not dropped")
 		}
+		require.Equal(t, 1.0, testutil.ToFloat64(b.srv.Sockets.drops.WithLabelValues("slow_consumer")), "counted as a slow consumer")
+		require.Zero(t, testutil.ToFloat64(b.srv.Sockets.drops.WithLabelValues("write_failed")))
 	})
 }
