@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -76,4 +77,46 @@ func TestDemoReusesTheRunningPrivatePostgres(t *testing.T) {
 	require.NotContains(t, stderr, "started a private PostgreSQL")
 	_, running := store.DevPostgresURL(data)
 	require.True(t, running, "demo leaves the server it found running")
+}
+
+// A development server killed without a chance to stop its private
+// PostgreSQL leaves it running; the next process on the data folder uses
+// it and, the last one to leave, stops it.
+func TestPrivatePostgresLeftByACrashIsStoppedByTheNextUser(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	data := t.TempDir()
+	t.Cleanup(func() { stopPrivatePostgres(t, data) })
+	serve := exec.Command(bin, "serve", "--roles", "all", "--listen", "127.0.0.1:0")
+	serve.Env = append(os.Environ(), "PRESENCED_DATA_DIR="+data)
+	require.NoError(t, serve.Start())
+	require.Eventually(t, func() bool {
+		_, running := store.DevPostgresURL(data)
+		return running
+	}, 2*time.Minute, 50*time.Millisecond, "serve starts its private PostgreSQL")
+	require.NoError(t, serve.Process.Kill())
+	_ = serve.Wait()
+	_, running := store.DevPostgresURL(data)
+	require.True(t, running, "a killed process cannot stop it")
+
+	stderr, code := runBinary(t, bin, []string{"PRESENCED_DATA_DIR=" + data}, "demo", "--event", "after-crash")
+	require.Zero(t, code, stderr)
+	require.Contains(t, stderr, "reusing the private PostgreSQL already running")
+	_, running = store.DevPostgresURL(data)
+	require.False(t, running, "the last process on the folder stops the server it found: %s", stderr)
+}
+
+// stopPrivatePostgres stops a private PostgreSQL a failed test left on
+// data/postgres.
+func stopPrivatePostgres(t *testing.T, data string) {
+	if _, running := store.DevPostgresURL(data); !running {
+		return
+	}
+	ep, err := store.StartEmbeddedPostgres(context.Background(), filepath.Join(data, "postgres"), "", slog.New(slog.DiscardHandler))
+	if err == nil {
+		err = ep.Stop()
+	}
+	if err != nil {
+		t.Logf("stop the private PostgreSQL left on %s: %v", data, err)
+	}
 }

@@ -27,7 +27,12 @@ type EmbeddedPostgres struct {
 	bin     string
 	cred    *syscall.Credential
 	started bool // false when an already running server was adopted
-	log     *slog.Logger
+	// users holds this process's shared lock on the folder while it uses a
+	// server shared by every process on the folder (embedded_users.go);
+	// not shared: a replica, whose life is its caller's alone.
+	shared bool
+	users  *os.File
+	log    *slog.Logger
 }
 
 // DevDatabase and the two logins created in a private cluster.
@@ -110,19 +115,15 @@ func StartEmbeddedPostgres(ctx context.Context, dir, binDir string, log *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("embedded postgres: %w", err)
 	}
-	ep := &EmbeddedPostgres{Dir: dir, bin: bin, log: log}
+	ep := &EmbeddedPostgres{Dir: dir, bin: bin, log: log, shared: true}
 	if err := ep.prepareOwner(); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		if err := ep.initdb(ctx); err != nil {
-			return nil, err
-		}
+	if ep.users, err = joinUsers(dir); err != nil {
+		return nil, err
 	}
-	if port, ok := runningPort(dir); ok {
-		ep.Port = port
-		log.Info("reusing the private PostgreSQL already running on the data folder", "dir", dir, "port", port)
-	} else if err := ep.start(ctx); err != nil {
+	if err := ep.startOrReuse(ctx); err != nil {
+		ep.leave()
 		return nil, err
 	}
 	if err := ep.bootstrap(ctx); err != nil {
@@ -130,6 +131,27 @@ func StartEmbeddedPostgres(ctx context.Context, dir, binDir string, log *slog.Lo
 		return nil, err
 	}
 	return ep, nil
+}
+
+func (ep *EmbeddedPostgres) startOrReuse(ctx context.Context) error {
+	if _, err := os.Stat(filepath.Join(ep.Dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		if err := ep.initdb(ctx); err != nil {
+			return err
+		}
+	}
+	if port, ok := runningPort(ep.Dir); ok {
+		ep.Port = port
+		ep.log.Info("reusing the private PostgreSQL already running on the data folder", "dir", ep.Dir, "port", port)
+		return nil
+	}
+	err := ep.start(ctx)
+	if port, ok := runningPort(ep.Dir); err != nil && ok {
+		// Another process started it between our look and our start.
+		ep.Port = port
+		ep.log.Info("reusing the private PostgreSQL already running on the data folder", "dir", ep.Dir, "port", port)
+		return nil
+	}
+	return err
 }
 
 // URL is the DSN of the development database for login.
@@ -146,9 +168,22 @@ func (ep *EmbeddedPostgres) AdminURL() string {
 // it), as opposed to reusing one already running on the data folder.
 func (ep *EmbeddedPostgres) StartedHere() bool { return ep.started }
 
-// Stop shuts the server down if this process started it.
+// Stop shuts the server down when this process is the last one using it
+// (whoever started it: a server left behind by a crashed process is
+// stopped by the next one to leave), and leaves it running for the others
+// otherwise. A server not shared (a replica) is stopped if this process
+// started it.
 func (ep *EmbeddedPostgres) Stop() error {
-	if !ep.started {
+	if ep.shared {
+		defer ep.leave()
+		if ep.users == nil || !lastUser(ep.users) {
+			ep.started = false
+			return nil
+		}
+		if _, running := runningPort(ep.Dir); !running {
+			return nil
+		}
+	} else if !ep.started {
 		return nil
 	}
 	ep.started = false
@@ -157,6 +192,14 @@ func (ep *EmbeddedPostgres) Stop() error {
 		return fmt.Errorf("stop private postgres: %v: %s", err, out)
 	}
 	return nil
+}
+
+// leave lets go of the users lock.
+func (ep *EmbeddedPostgres) leave() {
+	if ep.users != nil {
+		_ = ep.users.Close()
+		ep.users = nil
+	}
 }
 
 // prepareOwner picks the account the server runs as. PostgreSQL refuses to
@@ -246,6 +289,13 @@ func (ep *EmbeddedPostgres) Resume(ctx context.Context) error {
 	if ep.started {
 		return nil
 	}
+	if ep.shared && ep.users == nil {
+		users, err := joinUsers(ep.Dir)
+		if err != nil {
+			return err
+		}
+		ep.users = users
+	}
 	return ep.startOn(ctx, ep.Port)
 }
 
@@ -282,11 +332,27 @@ func runningPort(dir string) (int, bool) {
 	return port, true
 }
 
+// connectAdmin connects as the owner, waiting while a server found running
+// still starts up (its postmaster.pid is written before it listens).
+func (ep *EmbeddedPostgres) connectAdmin(ctx context.Context) (*pgx.Conn, error) {
+	for {
+		conn, err := pgx.Connect(ctx, ep.AdminURL())
+		if err == nil || ctx.Err() != nil {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // bootstrap creates the development database and the read-only login.
 func (ep *EmbeddedPostgres) bootstrap(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, ep.AdminURL())
+	conn, err := ep.connectAdmin(ctx)
 	if err != nil {
 		return fmt.Errorf("connect to private postgres: %w", err)
 	}
