@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/presenced/presenced/internal/validate"
+	"github.com/presenced/presenced/web"
 )
 
 // Provider events travel in Stripe's event shape, whichever provider sends
@@ -48,7 +49,7 @@ const (
 // decodeEnvelope reads a Stripe-shaped event from a verified body.
 func decodeEnvelope(body []byte) (WebhookEvent, error) {
 	var e stripeEvent
-	if err := json.Unmarshal(body, &e); err != nil {
+	if err := web.LooseJSON(body, &e); err != nil {
 		return WebhookEvent{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if e.Object != "event" {
@@ -68,7 +69,7 @@ func decodeObject(id, typ string, raw json.RawMessage) (WebhookEvent, error) {
 		return ev, nil // recorded; its object is not ours to read
 	}
 	var o stripeObject
-	if err := json.Unmarshal(raw, &o); err != nil {
+	if err := web.LooseJSON(raw, &o); err != nil {
 		return WebhookEvent{}, fmt.Errorf("%w: data.object: %v", ErrMalformed, err)
 	}
 	ev.Ref = o.ID

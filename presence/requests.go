@@ -3,7 +3,6 @@ package presence
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -162,7 +161,7 @@ func (c *client) onUpdate(ctx context.Context, env web.Envelope) {
 			manual = "-"
 		} else {
 			var s string
-			if err := json.Unmarshal(p.Status, &s); err != nil {
+			if err := web.StrictJSON(p.Status, &s); err != nil {
 				c.sendError(web.CodeBadPayload, "presence:update: status must be a string or null", env.ID, nil)
 				return
 			}

@@ -112,7 +112,7 @@ func (p settingsPatch) apply(s Settings) (Settings, error) {
 			s.OpenAt = nil
 		} else {
 			var at time.Time
-			if err := json.Unmarshal(p.OpenAt, &at); err != nil {
+			if err := web.StrictJSON(p.OpenAt, &at); err != nil {
 				return s, errors.New("openAt must be an RFC 3339 time or null")
 			}
 			at = at.UTC()
