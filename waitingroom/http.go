@@ -3,7 +3,6 @@ package waitingroom
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -239,13 +238,9 @@ func (h *handlers) clientFrame(conn *web.Conn, event, user string, msg []byte) {
 
 // PUT /v1/admin/waitingrooms/:event: create or change the settings.
 func (h *handlers) putSettings(c echo.Context) error {
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return web.BadRequest("the body could not be read")
-	}
-	patch, err := decodePatch(body)
-	if err != nil {
-		return web.BadRequest("%v", err)
+	var patch settingsPatch
+	if err := web.DecodeBody(c, &patch); err != nil {
+		return err
 	}
 	event := c.Param("event")
 	ctx, cancel := h.storeCtx(c)

@@ -80,14 +80,6 @@ type settingsPatch struct {
 	Paused                  *bool           `json:"paused"`
 }
 
-func decodePatch(body []byte) (settingsPatch, error) {
-	var p settingsPatch
-	if err := web.StrictJSON(body, &p); err != nil {
-		return p, fmt.Errorf("the body is not a settings object: %v", err)
-	}
-	return p, nil
-}
-
 func (p settingsPatch) apply(s Settings) (Settings, error) {
 	if p.Capacity != nil {
 		s.Capacity = *p.Capacity
