@@ -150,6 +150,9 @@ func TestContactAPI(t *testing.T) {
 	require.Equal(t, 400, code)
 	code, _ = httpDo(t, "PUT", url, `{"contact":["a"]}`, apiKey())
 	require.Equal(t, 400, code, "unknown field")
+	// Not replaced with U+FFFD: two different ids must not become one.
+	code, _ = httpDo(t, "PUT", url, "{\"contacts\":[\"\xff\",\"\xfe\"]}", apiKey())
+	require.Equal(t, 400, code, "invalid UTF-8")
 	code, body = httpDo(t, "GET", url, "", apiKey())
 	require.Equal(t, 200, code)
 	require.JSONEq(t, `{"user":"`+owner+`","contacts":["a","b"]}`, body, "refused writes changed nothing")
