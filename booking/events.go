@@ -99,7 +99,7 @@ func (s *EventSpec) Validate() error {
 		errs = append(errs, fmt.Sprintf("%d seats exceed the limit of %d per event", total, maxSeatsPerEvent))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("invalid event: %s", strings.Join(errs, "; "))
+		return fmt.Errorf("%w: %s", ErrInvalidEvent, strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -222,6 +222,9 @@ type PromotionSpec struct {
 	MaxUses     int        `json:"maxUses"`
 	ValidUntil  *time.Time `json:"validUntil,omitempty"`
 }
+
+// ErrInvalidEvent is an event spec outside the rules its error names.
+var ErrInvalidEvent = errors.New("invalid event")
 
 // ErrInvalidPromotion is a promotion outside the rules its error names.
 var ErrInvalidPromotion = errors.New("invalid promotion")

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -111,7 +110,7 @@ func (h *holdsPlane) postEvent(c echo.Context) error {
 	switch {
 	case errors.Is(err, ErrEventExists):
 		return web.Errorf(http.StatusConflict, "event_exists", "an event with this id exists")
-	case err != nil && strings.HasPrefix(err.Error(), "invalid event"):
+	case errors.Is(err, ErrInvalidEvent):
 		return web.Errorf(http.StatusUnprocessableEntity, "invalid_event", "%s", err.Error())
 	case err != nil:
 		return err

@@ -170,7 +170,7 @@ func (s *HotelSpec) Validate() error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("invalid hotel: %s", strings.Join(errs, "; "))
+		return fmt.Errorf("%w: %s", ErrInvalidHotel, strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -273,11 +273,18 @@ INSERT INTO room_types (hotel_id, id, name, position, capacity, base_price, room
 		FirstNight: first.Format(dateLayout), LastNight: first.AddDate(0, 0, spec.OpenNights-1).Format(dateLayout)}, nil
 }
 
+// ErrInvalidHotel and ErrInvalidRates are specs outside the rules their
+// errors name.
+var (
+	ErrInvalidHotel = errors.New("invalid hotel")
+	ErrInvalidRates = errors.New("invalid rates")
+)
+
 // SetRates sets calendar prices of an existing hotel; nights outside the
 // opened inventory are left alone. It answers how many nights changed.
 func SetRates(ctx context.Context, pool *pgxpool.Pool, hotel string, rates []RateSpec) (int64, error) {
 	if len(rates) == 0 || len(rates) > 1000 {
-		return 0, errors.New("invalid rates: 1 to 1000 rates")
+		return 0, fmt.Errorf("%w: 1 to 1000 rates", ErrInvalidRates)
 	}
 	var changed int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -304,7 +311,7 @@ func SetRates(ctx context.Context, pool *pgxpool.Pool, hotel string, rates []Rat
 		}
 		for _, r := range rates {
 			if err := r.validate(types); err != nil {
-				return fmt.Errorf("invalid rates: %w", err)
+				return fmt.Errorf("%w: %w", ErrInvalidRates, err)
 			}
 		}
 		changed, err = applyRates(ctx, tx, hotel, city, rates)

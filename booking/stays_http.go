@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -62,7 +61,7 @@ func (s *staysPlane) postHotel(c echo.Context) error {
 	switch {
 	case errors.Is(err, ErrHotelExists):
 		return web.Errorf(http.StatusConflict, "hotel_exists", "a hotel with this id exists")
-	case err != nil && strings.HasPrefix(err.Error(), "invalid hotel"):
+	case errors.Is(err, ErrInvalidHotel):
 		return web.Errorf(http.StatusUnprocessableEntity, "invalid_hotel", "%s", err.Error())
 	case err != nil:
 		return storeError("create hotel", err)
@@ -87,7 +86,7 @@ func (s *staysPlane) putRates(c echo.Context) error {
 	switch {
 	case errors.Is(err, errNoHotel):
 		return web.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
-	case err != nil && strings.HasPrefix(err.Error(), "invalid rates"):
+	case errors.Is(err, ErrInvalidRates):
 		return web.Errorf(http.StatusUnprocessableEntity, "invalid_rates", "%s", err.Error())
 	case err != nil:
 		return storeError("set rates", err)

@@ -4,12 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/streams"
 	"github.com/presenced/presenced/payments/ticketcode"
 	"github.com/presenced/presenced/store"
 )
@@ -35,7 +33,7 @@ type fulfiller struct {
 	booking  Booking
 	sealer   *ticketcode.Sealer
 	stream   string
-	consumer string
+	group    *streams.Group
 	cfg      config.Payments
 	m        *metrics
 	log      *slog.Logger
@@ -59,10 +57,10 @@ const fulfillmentGroup = "payments-fulfillment"
 const inboxConsumer = "fulfillment"
 
 func newFulfiller(d fulfillerDeps) *fulfiller {
-	host, _ := os.Hostname()
 	return &fulfiller{db: d.DB, rdb: d.Redis, booking: d.Booking, sealer: d.Sealer,
-		stream: FulfillmentStream(d.Keys), consumer: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), store.NewToken()[:8]),
-		cfg: d.Config, m: d.Metrics, log: d.Log}
+		stream: FulfillmentStream(d.Keys),
+		group:  streams.NewGroup(d.Redis, fulfillmentGroup, streams.ConsumerName(store.NewToken()[:8])),
+		cfg:    d.Config, m: d.Metrics, log: d.Log}
 }
 
 // Run consumes until ctx ends: entries other consumers left unacknowledged
@@ -72,7 +70,7 @@ func newFulfiller(d fulfillerDeps) *fulfiller {
 func (f *fulfiller) Run(ctx context.Context) error {
 	lastSweep := time.Time{}
 	for ctx.Err() == nil {
-		if err := f.ensureGroup(ctx); err != nil {
+		if err := f.group.Create(ctx, f.stream); err != nil {
 			f.pause(ctx, "create consumer group", err)
 			continue
 		}
@@ -97,43 +95,22 @@ func (f *fulfiller) pause(ctx context.Context, what string, err error) {
 	}
 }
 
-func (f *fulfiller) ensureGroup(ctx context.Context) error {
-	err := f.rdb.XGroupCreateMkStream(ctx, f.stream, fulfillmentGroup, "0").Err()
-	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
-		return err
-	}
-	return nil
-}
-
-// ConsumeOnce handles reclaimed and new entries once.
+// ConsumeOnce handles reclaimed and new entries once. Money events are
+// never dead-lettered: one that keeps failing stays pending, and the
+// monitors report its order.
 func (f *fulfiller) ConsumeOnce(ctx context.Context, block time.Duration) error {
-	claimed, _, err := f.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: f.stream, Group: fulfillmentGroup, Consumer: f.consumer, MinIdle: f.cfg.ClaimIdle, Start: "0-0", Count: 50,
-	}).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("reclaim: %w", err)
-	}
-	for _, msg := range claimed {
+	claimed, err := f.group.Reclaim(ctx, f.stream, streams.Reclaim{MinIdle: f.cfg.ClaimIdle, Count: 50})
+	for _, msg := range claimed.Entries {
 		f.handle(ctx, msg)
 	}
-	res, err := f.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: fulfillmentGroup, Consumer: f.consumer, Streams: []string{f.stream, ">"}, Count: 50, Block: block,
-	}).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil
-	}
 	if err != nil {
-		if strings.Contains(err.Error(), "NOGROUP") {
-			_ = f.ensureGroup(ctx)
-		}
-		return fmt.Errorf("read: %w", err)
+		return err
 	}
-	for _, st := range res {
-		for _, msg := range st.Messages {
-			f.handle(ctx, msg)
-		}
+	read, err := f.group.Read(ctx, 50, block, f.stream)
+	for _, msg := range read[f.stream] {
+		f.handle(ctx, msg)
 	}
-	return nil
+	return err
 }
 
 // handle applies one entry and acknowledges it; a failure leaves it
@@ -165,7 +142,7 @@ func (f *fulfiller) handle(ctx context.Context, msg redis.XMessage) {
 }
 
 func (f *fulfiller) ack(ctx context.Context, id string) {
-	if err := f.rdb.XAck(ctx, f.stream, fulfillmentGroup, id).Err(); err != nil {
+	if err := f.group.Ack(ctx, f.stream, id); err != nil {
 		f.log.Warn("fulfillment: ack", "err", err)
 	}
 }

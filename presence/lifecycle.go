@@ -80,7 +80,7 @@ func (m *Module) applyPings(ctx context.Context, c *consumer, shard int, msgs []
 		kind := str(msg.Values["k"])
 		pos, ok := idPosition(msg.ID)
 		if _, _, valid := splitMember(mem); !valid || err != nil || ttl < 0 || !ok || (kind != "p" && kind != "c") {
-			if err := c.deadLetter(ctx, shard, msg.ID, "malformed ping"); err != nil {
+			if err := c.deadLetter(ctx, shard, msg, "malformed ping"); err != nil {
 				m.log.Warn("presence: dead-letter ping", "err", err)
 			}
 			continue
@@ -110,7 +110,7 @@ func (m *Module) cleanup(ctx context.Context, c *consumer, shard int, msgs []red
 		reason := str(msg.Values["r"])
 		sid, user, ok := splitMember(mem)
 		if !ok || (reason != "timeout" && reason != "closed" && reason != "disconnect" && reason != "gateway") {
-			if err := c.deadLetter(ctx, shard, msg.ID, "malformed inactive event"); err != nil {
+			if err := c.deadLetter(ctx, shard, msg, "malformed inactive event"); err != nil {
 				m.log.Warn("presence: dead-letter event", "err", err)
 			}
 			continue

@@ -222,7 +222,7 @@ func TestReclaimAndDeadLetter(t *testing.T) {
 	dead, err := rdb.XRange(ctx, sk.dead, "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, dead, 1, "the malformed ping was dead-lettered")
-	require.Equal(t, "pings", dead[0].Values["stream"])
+	require.Equal(t, sk.pings, dead[0].Values["stream"])
 	require.Equal(t, 1.0, testutil.ToFloat64(m.m.deadLetters.WithLabelValues("pings")))
 	require.GreaterOrEqual(t, testutil.ToFloat64(m.m.reclaimed.WithLabelValues("pings")), 2.0)
 }
@@ -376,7 +376,7 @@ func TestGoneConsumersArePruned(t *testing.T) {
 	_, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: groupCleanup, Consumer: "holding", Streams: []string{stream, ">"}, Block: -1}).Result()
 	require.NoError(t, err)
 	time.Sleep(200 * time.Millisecond)
-	require.NoError(t, c.pruneConsumers(ctx, 0))
+	require.NoError(t, c.group.Prune(ctx, stream, c.pruneAfter))
 	list, err := rdb.XInfoConsumers(ctx, stream, groupCleanup).Result()
 	require.NoError(t, err)
 	var names []string

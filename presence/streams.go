@@ -2,29 +2,27 @@ package presence
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/presenced/presenced/internal/streams"
 	"github.com/presenced/presenced/store"
 )
 
 // consumer reads one kind of stream (one per shard) as a member of a
-// consumer group: at-least-once, safe with any number of workers. Entries a
-// consumer took and never acknowledged (it died) are claimed by another
-// after claim_idle; entries that failed max_deliveries times go to the
-// shard's dead-letter stream.
+// consumer group (internal/streams): at-least-once, safe with any number
+// of workers. Entries a consumer took and never acknowledged (it died) are
+// claimed by another after claim_idle; entries that failed max_deliveries
+// times go to the shard's dead-letter stream.
 type consumer struct {
 	mod   *Module
-	label string // metrics label and dead-letter tag: pings, events, changes
-	group string
-	name  string
+	label string // metrics label: pings, events, changes
+	group *streams.Group
 	count int64
 	poll  time.Duration // wait when a read found nothing
 	// block: after two empty reads in a row the next one blocks this long
@@ -39,6 +37,8 @@ type consumer struct {
 	// pending are removed.
 	pruneAfter time.Duration
 	stream     func(shard int) string
+	names      []string       // every shard's stream
+	shardOf    map[string]int // stream → shard
 }
 
 // idleBlock is how long an idle consumer's read waits for an entry. It
@@ -46,11 +46,15 @@ type consumer struct {
 const idleBlock = 250 * time.Millisecond
 
 func newConsumer(m *Module, label, group string, stream func(int) string) *consumer {
-	host, _ := os.Hostname()
 	c := &consumer{
-		mod: m, label: label, group: group, count: 256, stream: stream, poll: m.cfg.StreamPoll,
+		mod: m, label: label, count: 256, stream: stream, poll: m.cfg.StreamPoll,
 		pruneAfter: consumerIdleLimit, block: idleBlock,
-		name: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), store.NewToken()[:8]),
+		group:   streams.NewGroup(m.rdb, group, streams.ConsumerName(store.NewToken()[:8])),
+		shardOf: make(map[string]int, m.cfg.Shards),
+	}
+	for n := 0; n < m.cfg.Shards; n++ {
+		c.names = append(c.names, stream(n))
+		c.shardOf[stream(n)] = n
 	}
 	if store.IsCluster(m.rdb) {
 		c.block = 0
@@ -58,62 +62,46 @@ func newConsumer(m *Module, label, group string, stream func(int) string) *consu
 	return c
 }
 
-// ensureGroups creates the group on every shard's stream, reading from the
-// start so entries written before the first worker came up count.
+// ensureGroups creates the group on every shard's stream.
 func (c *consumer) ensureGroups(ctx context.Context) error {
-	for n := 0; n < c.mod.cfg.Shards; n++ {
-		err := c.mod.rdb.XGroupCreateMkStream(ctx, c.stream(n), c.group, "0").Err()
-		if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
-			return fmt.Errorf("presence: create group %s: %w", c.group, err)
-		}
+	if err := c.group.Create(ctx, c.names...); err != nil {
+		return fmt.Errorf("presence: %w", err)
 	}
 	return nil
 }
 
-// read takes up to count new entries from every shard, without blocking.
+// byShard files entries read by stream under their shard.
+func (c *consumer) byShard(read map[string][]redis.XMessage) map[int][]redis.XMessage {
+	out := make(map[int][]redis.XMessage, len(read))
+	for name, msgs := range read {
+		out[c.shardOf[name]] = msgs
+	}
+	return out
+}
+
+// read takes up to count new entries from every shard, without blocking;
+// what some shards gave is returned even when others failed.
 func (c *consumer) read(ctx context.Context) (map[int][]redis.XMessage, error) {
-	shards := c.mod.cfg.Shards
-	cmds := make([]*redis.XStreamSliceCmd, shards)
-	_, err := c.mod.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for n := 0; n < shards; n++ {
-			cmds[n] = p.XReadGroup(ctx, &redis.XReadGroupArgs{
-				Group: c.group, Consumer: c.name, Streams: []string{c.stream(n), ">"},
-				Count: c.count, Block: -1,
-			})
-		}
-		return nil
-	})
-	out := map[int][]redis.XMessage{}
-	for n, cmd := range cmds {
-		if cmd.Err() != nil {
-			if errors.Is(cmd.Err(), redis.Nil) {
-				continue
-			}
-			if strings.Contains(cmd.Err().Error(), "NOGROUP") {
-				// The stream was deleted (e.g. a flush): recreate and move on.
-				_ = c.mod.rdb.XGroupCreateMkStream(ctx, c.stream(n), c.group, "0").Err()
-				continue
-			}
-			return out, fmt.Errorf("presence: read %s: %w", c.label, cmd.Err())
-		}
-		for _, s := range cmd.Val() {
-			if len(s.Messages) > 0 {
-				out[n] = append(out[n], s.Messages...)
-			}
-		}
+	read, err := c.group.ReadEach(ctx, c.count, c.names...)
+	if err != nil {
+		err = fmt.Errorf("presence: read %s: %w", c.label, err)
 	}
-	if err != nil && !errors.Is(err, redis.Nil) && len(out) == 0 {
-		return out, fmt.Errorf("presence: read %s: %w", c.label, err)
+	return c.byShard(read), err
+}
+
+// readBlocking waits up to c.block for new entries of any shard, in one
+// XREADGROUP over every shard's stream (a single Redis only).
+func (c *consumer) readBlocking(ctx context.Context) (map[int][]redis.XMessage, error) {
+	read, err := c.group.Read(ctx, c.count, c.block, c.names...)
+	if err != nil {
+		err = fmt.Errorf("presence: read %s: %w", c.label, err)
 	}
-	return out, nil
+	return c.byShard(read), err
 }
 
 func (c *consumer) ack(ctx context.Context, shard int, ids []string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	if err := c.mod.rdb.XAck(ctx, c.stream(shard), c.group, ids...).Err(); err != nil {
-		return fmt.Errorf("presence: ack %s: %w", c.label, err)
+	if err := c.group.Ack(ctx, c.stream(shard), ids...); err != nil {
+		return fmt.Errorf("presence: %w", err)
 	}
 	return nil
 }
@@ -170,42 +158,6 @@ func (c *consumer) loop(ctx context.Context, h handler) error {
 	return nil
 }
 
-// readBlocking waits up to c.block for new entries of any shard, in one
-// XREADGROUP over every shard's stream (a single Redis only).
-func (c *consumer) readBlocking(ctx context.Context) (map[int][]redis.XMessage, error) {
-	shards := c.mod.cfg.Shards
-	streams := make([]string, 0, 2*shards)
-	shardOf := make(map[string]int, shards)
-	for n := 0; n < shards; n++ {
-		name := c.stream(n)
-		shardOf[name] = n
-		streams = append(streams, name)
-	}
-	for n := 0; n < shards; n++ {
-		streams = append(streams, ">")
-	}
-	res, err := c.mod.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: c.group, Consumer: c.name, Streams: streams, Count: c.count, Block: c.block,
-	}).Result()
-	out := map[int][]redis.XMessage{}
-	if errors.Is(err, redis.Nil) {
-		return out, nil
-	}
-	if err != nil {
-		if strings.Contains(err.Error(), "NOGROUP") {
-			// A stream was deleted (e.g. a flush): recreate and move on.
-			return out, c.ensureGroups(ctx)
-		}
-		return out, fmt.Errorf("presence: read %s: %w", c.label, err)
-	}
-	for _, st := range res {
-		if n, ok := shardOf[st.Stream]; ok && len(st.Messages) > 0 {
-			out[n] = append(out[n], st.Messages...)
-		}
-	}
-	return out, nil
-}
-
 func (c *consumer) reclaimLoop(ctx context.Context, h handler) {
 	every := c.mod.cfg.ClaimIdle / 2
 	if every < time.Second {
@@ -223,115 +175,48 @@ func (c *consumer) reclaimLoop(ctx context.Context, h handler) {
 			if err := c.reclaim(ctx, n, h); err != nil && ctx.Err() == nil {
 				c.mod.log.Warn("presence: reclaim", "stream", c.label, "err", err)
 			}
-			if err := c.pruneConsumers(ctx, n); err != nil && ctx.Err() == nil {
+			if err := c.group.Prune(ctx, c.stream(n), c.pruneAfter); err != nil && ctx.Err() == nil {
 				c.mod.log.Warn("presence: prune consumers", "stream", c.label, "err", err)
 			}
 		}
 	}
 }
 
-// reclaim dead-letters the entries of a shard that failed too often, then
-// claims and handles those idle past claim_idle (their consumer stalled).
+// reclaim claims and handles the entries of a shard idle past claim_idle
+// (their consumer stalled); those that failed max_deliveries times are
+// dead-lettered instead.
 func (c *consumer) reclaim(ctx context.Context, shard int, h handler) error {
 	stream := c.stream(shard)
-	idle := c.mod.cfg.ClaimIdle
-	pend, err := c.mod.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: stream, Group: c.group, Idle: idle, Start: "-", End: "+", Count: 100,
-	}).Result()
-	if err != nil {
-		return err
+	got, err := c.group.Reclaim(ctx, stream, streams.Reclaim{
+		MinIdle: c.mod.cfg.ClaimIdle, Count: c.count, Pages: 10,
+		MaxDeliveries: int64(c.mod.cfg.MaxDeliveries), DeadLetter: c.mod.keys.shard(shard).dead,
+	})
+	if got.Dead > 0 {
+		c.mod.m.deadLetters.WithLabelValues(c.label).Add(float64(got.Dead))
+		c.mod.log.Warn("presence: dead-lettered stream entries delivered max_deliveries times", "stream", c.label, "entries", got.Dead)
 	}
-	for _, p := range pend {
-		if p.RetryCount >= int64(c.mod.cfg.MaxDeliveries) {
-			if err := c.deadLetter(ctx, shard, p.ID, "delivered "+strconv.FormatInt(p.RetryCount, 10)+" times"); err != nil {
-				return err
-			}
-		}
-	}
-	start := "0-0"
-	for i := 0; i < 10 && ctx.Err() == nil; i++ {
-		msgs, next, err := c.mod.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream: stream, Group: c.group, Consumer: c.name, MinIdle: idle, Start: start, Count: c.count,
-		}).Result()
-		if err != nil {
+	if len(got.Entries) > 0 {
+		c.mod.m.reclaimed.WithLabelValues(c.label).Add(float64(len(got.Entries)))
+		if err := c.ack(ctx, shard, h(ctx, c, shard, got.Entries)); err != nil {
 			return err
 		}
-		var live []redis.XMessage
-		var gone []string
-		for _, m := range msgs {
-			if m.Values == nil {
-				gone = append(gone, m.ID) // trimmed away meanwhile
-			} else {
-				live = append(live, m)
-			}
-		}
-		if len(msgs) > 0 {
-			c.mod.m.reclaimed.WithLabelValues(c.label).Add(float64(len(msgs)))
-		}
-		if err := c.ack(ctx, shard, gone); err != nil {
-			return err
-		}
-		if len(live) > 0 {
-			if err := c.ack(ctx, shard, h(ctx, c, shard, live)); err != nil {
-				return err
-			}
-		}
-		if next == "0-0" || next == "" {
-			break
-		}
-		start = next
 	}
-	return nil
+	return err
 }
 
 // consumerIdleLimit is how long a consumer with nothing pending may stay
 // silent before it is removed from its group (each process start adds one).
 const consumerIdleLimit = time.Hour
 
-// pruneConsumers removes consumers of processes long gone from a shard's
-// group; their pending entries were claimed by others already.
-func (c *consumer) pruneConsumers(ctx context.Context, shard int) error {
-	list, err := c.mod.rdb.XInfoConsumers(ctx, c.stream(shard), c.group).Result()
-	if err != nil {
-		return err
-	}
-	for _, x := range list {
-		if x.Name != c.name && x.Pending == 0 && x.Idle > c.pruneAfter {
-			if err := c.mod.rdb.XGroupDelConsumer(ctx, c.stream(shard), c.group, x.Name).Err(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // deadLetter moves one entry to the shard's dead-letter stream and
-// acknowledges it in one transaction (both keys share the shard's hash tag),
-// so the entry is never both pending and dead-lettered.
-func (c *consumer) deadLetter(ctx context.Context, shard int, id, why string) error {
-	stream := c.stream(shard)
-	msgs, err := c.mod.rdb.XRangeN(ctx, stream, id, id, 1).Result()
-	if err != nil {
-		return err
-	}
-	fields := "{}"
-	if len(msgs) == 1 {
-		b, _ := json.Marshal(msgs[0].Values)
-		fields = string(b)
-	}
-	_, err = c.mod.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAdd(ctx, &redis.XAddArgs{
-			Stream: c.mod.keys.shard(shard).dead, MaxLen: 10000, Approx: true,
-			Values: []any{"stream", c.label, "id", id, "group", c.group, "why", why, "fields", fields},
-		})
-		p.XAck(ctx, stream, c.group, id)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("presence: dead-letter %s: %w", c.label, err)
+// acknowledges it in one transaction (both keys share the shard's hash
+// tag), so the entry is never both pending and dead-lettered.
+func (c *consumer) deadLetter(ctx context.Context, shard int, msg redis.XMessage, why string) error {
+	if err := c.group.DeadLetter(ctx, c.stream(shard), c.mod.keys.shard(shard).dead, msg, why); err != nil {
+		return fmt.Errorf("presence: %w", err)
 	}
 	c.mod.m.deadLetters.WithLabelValues(c.label).Inc()
-	c.mod.log.Warn("presence: dead-lettered a stream entry", "stream", c.label, "id", id, "why", why)
+	c.mod.log.Warn("presence: dead-lettered a stream entry", "stream", c.label, "id", msg.ID, "why", why)
 	return nil
 }
 
@@ -363,7 +248,7 @@ func (c *consumer) state(ctx context.Context) ([]groupState, error) {
 	_, err := c.mod.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for n := 0; n < shards; n++ {
 			infos[n] = p.XInfoGroups(ctx, c.stream(n))
-			pends[n] = p.XPending(ctx, c.stream(n), c.group)
+			pends[n] = p.XPending(ctx, c.stream(n), c.group.Name())
 			lasts[n] = p.XRevRangeN(ctx, c.stream(n), "+", "-", 1)
 		}
 		return nil
@@ -381,7 +266,7 @@ func (c *consumer) state(ctx context.Context) ([]groupState, error) {
 	out := make([]groupState, shards)
 	for n := 0; n < shards; n++ {
 		for _, g := range infos[n].Val() {
-			if g.Name == c.group {
+			if g.Name == c.group.Name() {
 				out[n].lag = g.Lag
 				out[n].lastDelivered = g.LastDeliveredID
 			}

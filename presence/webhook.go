@@ -137,17 +137,19 @@ func (s *webhookSender) run(ctx context.Context) error {
 func (s *webhookSender) deliver(ctx context.Context, c *consumer, shard int, msgs []redis.XMessage) []string {
 	cfg := s.mod.cfg.Webhook
 	var ids []string
+	var kept []redis.XMessage
 	events := make([]Status, 0, len(msgs))
 	for _, msg := range msgs {
 		var st Status
 		if err := json.Unmarshal([]byte(str(msg.Values["c"])), &st); err != nil || st.User == "" {
-			if err := c.deadLetter(ctx, shard, msg.ID, "malformed change"); err != nil {
+			if err := c.deadLetter(ctx, shard, msg, "malformed change"); err != nil {
 				s.mod.log.Warn("presence: dead-letter change", "err", err)
 			}
 			continue
 		}
 		events = append(events, st)
 		ids = append(ids, msg.ID)
+		kept = append(kept, msg)
 	}
 	for start := 0; start < len(events); start += cfg.BatchSize {
 		end := min(start+cfg.BatchSize, len(events))
@@ -155,8 +157,8 @@ func (s *webhookSender) deliver(ctx context.Context, c *consumer, shard int, msg
 		// worker redelivering the same pending entries, sends the same id.
 		id := "presence-" + strconv.Itoa(shard) + "-" + ids[start] + "-" + ids[end-1]
 		if !s.post(ctx, id, events[start:end]) {
-			for _, id := range ids[start:end] {
-				if err := c.deadLetter(ctx, shard, id, "webhook undeliverable"); err != nil {
+			for _, msg := range kept[start:end] {
+				if err := c.deadLetter(ctx, shard, msg, "webhook undeliverable"); err != nil {
 					s.mod.log.Warn("presence: dead-letter change", "err", err)
 				}
 			}

@@ -70,8 +70,9 @@ func TestPoisonEntriesGoToTheDeadLetterStream(t *testing.T) {
 	}, "the poison entry reached the dead-letter stream")
 	dl, err := e.rdb.XRange(ctx, e.mod.keys.deadLetters(), "-", "+").Result()
 	require.NoError(t, err)
-	require.Equal(t, "3", dl[0].Values["tries"])
-	require.Equal(t, "not records", dl[0].Values["f_b"])
+	require.Equal(t, "delivered 3 times", dl[0].Values["why"])
+	require.Equal(t, stream, dl[0].Values["stream"])
+	require.Contains(t, dl[0].Values["fields"], `"b":"not records"`)
 	require.Equal(t, float64(1), e.metric(e.mod.m.deadLetters))
 	testenv.Eventually(t, 5*time.Second, func() bool {
 		p, err := e.rdb.XPending(ctx, stream, scanGroup).Result()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/module"
+	"github.com/presenced/presenced/internal/streams"
 	"github.com/presenced/presenced/store"
 )
 
@@ -39,6 +39,7 @@ type scanner struct {
 	m        *metrics
 	log      *slog.Logger
 	id       string
+	group    *streams.Group
 	leaseTTL time.Duration
 
 	owned   map[int]*scanPartition
@@ -62,9 +63,10 @@ func (mod *Module) StartAbuse(ctx context.Context, h module.Host) error {
 }
 
 func (mod *Module) newScanner() *scanner {
+	id := "scanner-" + store.NewToken()[:12]
 	return &scanner{
 		rdb: mod.rdb, db: mod.db, keys: mod.keys, cfg: mod.cfg, m: mod.m, log: mod.log,
-		id: "scanner-" + store.NewToken()[:12], leaseTTL: max(time.Second, 5*mod.cfg.AbuseBlock),
+		id: id, group: streams.NewGroup(mod.rdb, scanGroup, id), leaseTTL: max(time.Second, 5*mod.cfg.AbuseBlock),
 		owned: map[int]*scanPartition{},
 	}
 }
@@ -142,10 +144,9 @@ func (s *scanner) rebalance(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		err = s.rdb.XGroupCreateMkStream(ctx, s.keys.stream(n), scanGroup, "0").Err()
-		if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+		if err := s.group.Create(ctx, s.keys.stream(n)); err != nil {
 			_ = lease.Release(ctx)
-			return fmt.Errorf("create group: %w", err)
+			return err
 		}
 		s.owned[n] = &scanPartition{n: n, lease: lease, rules: newRules(s.cfg)}
 	}
@@ -165,65 +166,30 @@ func (s *scanner) releaseAll() {
 	s.m.scannerParts.Set(0)
 }
 
-// scan reclaims stuck entries of partition p, then reads new ones.
+// scan reclaims stuck entries of partition p, then reads new ones. An
+// entry tried abuse_max_tries times goes to the dead-letter stream.
 func (s *scanner) scan(ctx context.Context, p *scanPartition, block time.Duration) error {
 	stream := s.keys.stream(p.n)
-	claimed, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: stream, Group: scanGroup, Consumer: s.id, MinIdle: s.cfg.AbuseClaimIdle, Start: "0-0", Count: 100,
-	}).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("reclaim: %w", err)
+	claimed, err := s.group.Reclaim(ctx, stream, streams.Reclaim{
+		MinIdle: s.cfg.AbuseClaimIdle, Count: 100,
+		MaxDeliveries: int64(s.cfg.AbuseMaxTries), DeadLetter: s.keys.deadLetters(),
+	})
+	if claimed.Dead > 0 {
+		s.m.deadLetters.Add(float64(claimed.Dead))
+		s.log.Warn("viewers: heartbeat entries moved to the dead-letter stream", "partition", p.n, "entries", claimed.Dead)
 	}
-	if len(claimed) > 0 {
-		tries, err := s.deliveries(ctx, stream, claimed)
-		if err != nil {
-			return err
-		}
-		for _, msg := range claimed {
-			if tries[msg.ID] > int64(s.cfg.AbuseMaxTries) {
-				if err := s.deadLetter(ctx, p.n, msg, tries[msg.ID]-1); err != nil {
-					return err
-				}
-				continue
-			}
-			s.m.reclaimed.Inc()
-			s.handle(ctx, p, stream, msg)
-		}
-	}
-	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: scanGroup, Consumer: s.id, Streams: []string{stream, ">"}, Count: 64, Block: block,
-	}).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil
+	s.m.reclaimed.Add(float64(len(claimed.Entries)))
+	for _, msg := range claimed.Entries {
+		s.handle(ctx, p, stream, msg)
 	}
 	if err != nil {
-		if strings.Contains(err.Error(), "NOGROUP") {
-			_ = s.rdb.XGroupCreateMkStream(ctx, stream, scanGroup, "0").Err()
-		}
-		return fmt.Errorf("read: %w", err)
+		return err
 	}
-	for _, st := range res {
-		for _, msg := range st.Messages {
-			s.handle(ctx, p, stream, msg)
-		}
+	read, err := s.group.Read(ctx, 64, block, stream)
+	for _, msg := range read[stream] {
+		s.handle(ctx, p, stream, msg)
 	}
-	return nil
-}
-
-// deliveries returns how often each claimed entry was delivered.
-func (s *scanner) deliveries(ctx context.Context, stream string, msgs []redis.XMessage) (map[string]int64, error) {
-	out := make(map[string]int64, len(msgs))
-	pend, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: stream, Group: scanGroup, Start: msgs[0].ID, End: msgs[len(msgs)-1].ID,
-		Count: int64(len(msgs)) + 100, Consumer: s.id,
-	}).Result()
-	if err != nil {
-		return nil, fmt.Errorf("pending: %w", err)
-	}
-	for _, pe := range pend {
-		out[pe.ID] = pe.RetryCount
-	}
-	return out, nil
+	return err
 }
 
 // handle scores one entry and acknowledges it; an entry that cannot be
@@ -238,7 +204,7 @@ func (s *scanner) handle(ctx context.Context, p *scanPartition, stream string, m
 		s.pending = p.rules.apply(rec, s.pending)
 	}
 	s.m.streamRecords.WithLabelValues("scanned").Add(float64(len(recs)))
-	if err := s.rdb.XAck(ctx, stream, scanGroup, msg.ID).Err(); err != nil {
+	if err := s.group.Ack(ctx, stream, msg.ID); err != nil {
 		s.log.Debug("viewers: ack failed", "err", err)
 	}
 }
@@ -254,24 +220,6 @@ func decodeEntry(v map[string]any) ([]hbRecord, error) {
 	}
 	blob, _ := v["b"].(string)
 	return decodeRecords([]byte(blob), n)
-}
-
-// deadLetter moves a poison entry out of the way, keeping it for humans.
-func (s *scanner) deadLetter(ctx context.Context, part int, msg redis.XMessage, tries int64) error {
-	vals := []any{"partition", strconv.Itoa(part), "id", msg.ID, "tries", strconv.FormatInt(tries, 10)}
-	for k, v := range msg.Values {
-		vals = append(vals, "f_"+k, v)
-	}
-	err := s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: s.keys.deadLetters(), MaxLen: 10000, Approx: true, Values: vals}).Err()
-	if err != nil {
-		return fmt.Errorf("dead letter: %w", err)
-	}
-	if err := s.rdb.XAck(ctx, s.keys.stream(part), scanGroup, msg.ID).Err(); err != nil {
-		return fmt.Errorf("dead letter ack: %w", err)
-	}
-	s.m.deadLetters.Inc()
-	s.log.Warn("viewers: heartbeat entry moved to the dead-letter stream", "partition", part, "id", msg.ID, "tries", tries)
-	return nil
 }
 
 // writeVerdicts upserts pending verdicts; on failure they wait for the next
