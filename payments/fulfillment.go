@@ -28,15 +28,15 @@ import (
 // one ticket per line is a constraint besides. An order whose fulfillment
 // fails stays pending and is retried; money events are never dead-lettered.
 type fulfiller struct {
-	db       *pgxpool.Pool
-	rdb      redis.UniversalClient
-	booking  Booking
-	sealer   *ticketcode.Sealer
-	stream   string
-	group    *streams.Group
-	cfg      config.Payments
-	m        *metrics
-	log      *slog.Logger
+	db      *pgxpool.Pool
+	rdb     redis.UniversalClient
+	booking Booking
+	sealer  *ticketcode.Sealer
+	stream  string
+	group   *streams.Group
+	cfg     config.Payments
+	m       *metrics
+	log     *slog.Logger
 }
 
 type fulfillerDeps struct {
