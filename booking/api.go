@@ -7,60 +7,31 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
+	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/internal/outbox"
-	"github.com/presenced/presenced/store"
 )
 
 // The module's in-process API: what the app and other modules may call, and
 // the ports booking needs from others. Everything else is booking's own.
 
-// Admission checks a buyer's admission pass and its live lease. The waiting
-// room provides it; booking reads the waiting room's keys only through
-// its LeaseLua.
-//
-// A seat hold checks and extends the lease in scripts of booking's own,
-// with its rate and seat hints in one call each: they start with the
-// waiting room's lease rules (LeaseLua) and keep booking's keys in the
-// lease's slot (LeaseSlot), and the pass itself is checked apart
-// (CheckPass). Other callers (a stay's flash deal) queue the checks on a
-// pipeline of their own; each returns a func that answers once it ran.
+// Admission checks a buyer's admission pass: its signature, expiry, user
+// and event (the waiting room holds the pass keys; the app hands its check
+// over). The lease behind the pass is internal/admission's, which booking
+// checks and extends in scripts of its own: a seat hold's start with the
+// lease rules (admission.LeaseLua) and keep booking's keys in the lease's
+// slot (admission.Slot), so rate, lease and seat hints are one call.
 type Admission interface {
-	// CheckPass checks the pass itself (signature, expiry, user, event),
-	// not its lease. Errors wrap ErrNotAdmitted or ErrAdmissionUnavailable.
+	// CheckPass checks the pass itself, not its lease. Errors wrap
+	// ErrNotAdmitted or ErrAdmissionUnavailable.
 	CheckPass(pass, event, user string) error
-	// LeaseLua defines lease_now(), lease_live(key, user, now) (the
-	// expiry ms of a live lease, or 0) and lease_extend(key, user, now,
-	// ms) (the new expiry, or 0 when no lease was live), for a script that
-	// starts with it.
-	LeaseLua() string
-	// LeaseKey is the key of event's leases that LeaseLua's functions take.
-	LeaseKey(event string) string
-	// LeaseSlot builds booking's keys that a script uses with the lease:
-	// in its Redis Cluster slot, named "booking:…", never touched by the
-	// waiting room.
-	LeaseSlot(event string) store.EntityKeys
-	// QueueVerify: nil only for a valid pass of user for event whose
-	// server-side lease is live. Errors wrap ErrNotAdmitted or
-	// ErrAdmissionUnavailable. The pass itself (a signature check, the
-	// costly part) is checked when the answer is asked for.
-	QueueVerify(ctx context.Context, p redis.Pipeliner, pass, event, user string) func() error
-	// QueueExtend keeps the lease alive for d from now (the hold duration).
-	QueueExtend(ctx context.Context, p redis.Pipeliner, event, user string, d time.Duration) func() error
-	// Scripts are what the queued calls run, loaded after a NOSCRIPT.
-	Scripts() []*store.Script
-	// Timeout bounds a pipeline carrying the queued calls.
-	Timeout() time.Duration
-	// Release ends the lease (checkout finished or abandoned).
-	Release(ctx context.Context, event, user string) error
 }
 
-// Errors an Admission reports.
+// Errors an admission check reports (internal/admission's).
 var (
-	ErrNotAdmitted          = errors.New("not admitted")
-	ErrAdmissionUnavailable = errors.New("admission check unavailable")
+	ErrNotAdmitted          = admission.ErrNotAdmitted
+	ErrAdmissionUnavailable = admission.ErrUnavailable
 )
 
 // ViewerCounts tells how many people look at a hotel right now. The viewers
@@ -119,7 +90,7 @@ func (m *Module) RegisterEffects(ctx context.Context, h module.Host, r *outbox.R
 	}
 	r.HandleBatch(KindInventoryChanged, newInvalidator(rdb, hb, m.keys).Handle)
 	r.Handle(KindStayInventoryChanged, newSearchInvalidator(rdb, m.keys).Handle)
-	hs := hints{rdb: rdb, slot: m.admission.LeaseSlot}
+	hs := hints{rdb: rdb, ks: m.keys}
 	r.Handle(KindHintsReleased, func(ctx context.Context, e outbox.Event) error {
 		var p HintsReleased
 		if err := json.Unmarshal(e.Payload, &p); err != nil || !validEventID(p.Event) || len(p.Seats) > 1000 {

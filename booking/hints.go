@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/store"
 )
 
@@ -30,21 +31,20 @@ var (
 
 // holdScripts are a hold's two Redis calls: the gate (rate, admission
 // lease, seat hints) and the extension after the commit (lease, hints).
-// They start with the waiting room's lease rules (Admission.LeaseLua), so
-// they are built when the plane is.
+// They start with the lease rules of internal/admission.
 type holdScripts struct {
 	gate, extend *store.Script
 }
 
-func newHoldScripts(leaseLua string) holdScripts {
+func newHoldScripts() holdScripts {
 	return holdScripts{
-		gate:   store.NewScript("booking_hold_gate", leaseLua+hintLib+holdGateLua),
-		extend: store.NewScript("booking_hold_extend", leaseLua+hintLib+holdExtendLua),
+		gate:   store.NewScript("booking_hold_gate", admission.LeaseLua()+hintLib+holdGateLua),
+		extend: store.NewScript("booking_hold_extend", admission.LeaseLua()+hintLib+holdExtendLua),
 	}
 }
 
 // hints are the Redis seat hints of carts. They live in the slot of the
-// event's admission leases (Admission.LeaseSlot), so that a hold checks its
+// event's admission leases (admission.Slot), so that a hold checks its
 // lease and takes its hints in one script call, also in Redis Cluster.
 //
 // The layout before (keys under the event's own tag, "{event:<id>}:hint:*")
@@ -53,9 +53,13 @@ func newHoldScripts(leaseLua string) holdScripts {
 // obvious contention into a cheap 409 and PostgreSQL decides ownership; an
 // old hint lapses with its hold (TestHintsOfTheOldLayoutAreIgnored).
 type hints struct {
-	rdb  redis.UniversalClient
-	slot func(event string) store.EntityKeys
+	rdb redis.UniversalClient
+	ks  store.Keyspace
 }
+
+// leaseKey is the event's admission leases, which the hold scripts check
+// and extend.
+func (h hints) leaseKey(event string) string { return admission.LeaseKey(h.ks, event) }
 
 // release drops the hints still owned by owner.
 func (h hints) release(ctx context.Context, event string, seats []int64, owner string) error {
@@ -69,7 +73,7 @@ func (h hints) release(ctx context.Context, event string, seats []int64, owner s
 }
 
 func (h hints) hintKeys(event string, seats []int64) []string {
-	slot := h.slot(event)
+	slot := admission.Slot(h.ks, event)
 	out := make([]string, len(seats))
 	for i, s := range seats {
 		out[i] = slot.Key("booking", "hint", itoa(s))
@@ -79,7 +83,7 @@ func (h hints) hintKeys(event string, seats []int64) []string {
 
 // rateKey counts user's hold attempts at event, in the same slot.
 func (h hints) rateKey(event, user string) string {
-	return h.slot(event).Key("booking", "rl", user)
+	return admission.Slot(h.ks, event).Key("booking", "rl", user)
 }
 
 // holdClaim names a hold request in its seat hints: its user and

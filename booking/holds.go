@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/internal/validate"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web"
@@ -28,6 +29,7 @@ type holdsPlane struct {
 	hints     hints
 	scripts   holdScripts
 	admission Admission
+	leases    *admission.Leases
 	readers   *holdReaders
 	writers   *holdWriters
 	cfg       config.Booking
@@ -41,6 +43,7 @@ type holdsDeps struct {
 	Redis     redis.UniversalClient
 	Keys      store.Keyspace
 	Admission Admission
+	Leases    *admission.Leases
 	Config    config.Booking
 	Metrics   *metrics
 	Log       *slog.Logger
@@ -48,12 +51,12 @@ type holdsDeps struct {
 
 // newHolds builds the booking plane.
 func newHolds(d holdsDeps) (*holdsPlane, error) {
-	if d.DB == nil || d.Redis == nil || d.Admission == nil || d.Metrics == nil || d.Log == nil {
-		return nil, errors.New("booking: holds need a database, redis, an admission checker, metrics and a logger")
+	if d.DB == nil || d.Redis == nil || d.Admission == nil || d.Leases == nil || d.Metrics == nil || d.Log == nil {
+		return nil, errors.New("booking: holds need a database, redis, an admission checker, the leases, metrics and a logger")
 	}
 	k := keys{ks: d.Keys}
-	h := &holdsPlane{db: d.DB, rdb: d.Redis, keys: k, hints: hints{rdb: d.Redis, slot: d.Admission.LeaseSlot},
-		scripts: newHoldScripts(d.Admission.LeaseLua()), admission: d.Admission, cfg: d.Config, m: d.Metrics, log: d.Log}
+	h := &holdsPlane{db: d.DB, rdb: d.Redis, keys: k, hints: hints{rdb: d.Redis, ks: d.Keys},
+		scripts: newHoldScripts(), admission: d.Admission, leases: d.Leases, cfg: d.Config, m: d.Metrics, log: d.Log}
 	h.readers = newHoldReaders(h, d.Config.HoldReaders)
 	h.writers = newHoldWriters(h, d.Config.HoldWriters)
 	return h, nil
@@ -196,9 +199,9 @@ func (h *holdsPlane) answerConcurrentRetry(ctx context.Context, in holdInput, fp
 // the seat hints to the hold's time, in one script call. A failure leaves
 // the hold standing: PostgreSQL owns it.
 func (h *holdsPlane) afterCommit(ctx context.Context, in holdInput, seats []int64, resID string, holdFor time.Duration, expiresAt time.Time) {
-	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
+	ctx, cancel := context.WithTimeout(ctx, h.leases.Timeout())
 	defer cancel()
-	keys := append([]string{h.admission.LeaseKey(in.Event)}, h.hints.hintKeys(in.Event, seats)...)
+	keys := append([]string{h.hints.leaseKey(in.Event)}, h.hints.hintKeys(in.Event, seats)...)
 	res, err := h.scripts.extend.Run(ctx, h.rdb, keys, in.User, holdFor.Milliseconds(), resID,
 		max(time.Until(expiresAt).Milliseconds(), 1)).Int64Slice()
 	if err != nil || len(res) != 2 {
@@ -224,9 +227,9 @@ func (h *holdsPlane) afterCommit(ctx context.Context, in holdInput, seats []int6
 // It returns the seat another request hints (0: none), and whether the
 // cart's hints were taken (to release on a refusal).
 func (h *holdsPlane) gates(ctx context.Context, in holdInput, seats []int64, resID string) (int64, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
+	ctx, cancel := context.WithTimeout(ctx, h.leases.Timeout())
 	defer cancel()
-	keys := []string{h.admission.LeaseKey(in.Event), h.hints.rateKey(in.Event, in.User)}
+	keys := []string{h.hints.leaseKey(in.Event), h.hints.rateKey(in.Event, in.User)}
 	if in.Pass != "" { // without one only the rate is counted: the hold is refused
 		keys = append(keys, h.hints.hintKeys(in.Event, seats)...)
 	}
@@ -334,24 +337,15 @@ func (h *holdsPlane) verifyAdmission(ctx context.Context, in holdInput) error {
 	if in.Pass == "" {
 		return web.Errorf(http.StatusForbidden, "not_admitted", "an X-Admission-Pass from the waiting room is required")
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
-	defer cancel()
-	var admitted func() error
-	_ = store.Pipelined(ctx, h.rdb, h.admission.Scripts(), func(p redis.Pipeliner) {
-		admitted = h.admission.QueueVerify(ctx, p, in.Pass, in.Event, in.User)
-	})
-	return admissionRefusal(admitted())
+	if err := h.leases.Live(ctx, in.Event, in.User); err != nil {
+		return admissionRefusal(err)
+	}
+	return admissionRefusal(h.admission.CheckPass(in.Pass, in.Event, in.User))
 }
 
 // extendLease keeps user's lease alive for d (a stay's flash deal).
 func (h *holdsPlane) extendLease(ctx context.Context, event, user string, d time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, h.admission.Timeout())
-	defer cancel()
-	var leased func() error
-	_ = store.Pipelined(ctx, h.rdb, h.admission.Scripts(), func(p redis.Pipeliner) {
-		leased = h.admission.QueueExtend(ctx, p, event, user, d)
-	})
-	return leased()
+	return h.leases.Extend(ctx, event, user, d)
 }
 
 // rateRefusal reads the answer of rate.lua: the attempts in the window
@@ -391,7 +385,7 @@ func (h *holdsPlane) releaseAfter(ctx context.Context, r *released, endLease boo
 		h.log.Debug("release seat hints", "err", err) // they expire on their own
 	}
 	if endLease && r.user != "" {
-		if err := h.admission.Release(ctx, r.event, r.user); err != nil {
+		if err := h.leases.Release(ctx, r.event, r.user); err != nil {
 			h.log.Debug("release admission lease", "err", err)
 		}
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
 )
@@ -20,6 +22,9 @@ type Deps struct {
 	Keys   store.Keyspace
 	// Admission checks buyers' passes (the waiting room, through the app).
 	Admission Admission
+	// LeaseTimeout bounds a Redis call on the admission leases (the waiting
+	// room's store_timeout; 2 s when zero).
+	LeaseTimeout time.Duration
 	// Viewers counts who looks at each hotel, for search (the viewers
 	// module, through the app).
 	Viewers ViewerCounts
@@ -34,6 +39,7 @@ type Module struct {
 	cfg       config.Booking
 	keys      store.Keyspace
 	admission Admission
+	leaseWait time.Duration
 	viewers   ViewerCounts
 	m         *metrics
 	sm        *stayMetrics
@@ -59,7 +65,12 @@ func New(d Deps) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Module{cfg: d.Config, keys: d.Keys, admission: d.Admission, viewers: d.Viewers, m: m, sm: sm, log: d.Log}, nil
+	wait := d.LeaseTimeout
+	if wait <= 0 {
+		wait = 2 * time.Second
+	}
+	return &Module{cfg: d.Config, keys: d.Keys, admission: d.Admission, leaseWait: wait, viewers: d.Viewers,
+		m: m, sm: sm, log: d.Log}, nil
 }
 
 // StartHolds mounts holds, reservations and event administration (booking
@@ -173,7 +184,7 @@ func (m *Module) openHolds(ctx context.Context, h module.Host) (*holdsPlane, err
 		return nil, err
 	}
 	m.holds, err = newHolds(holdsDeps{DB: db, Redis: rdb, Keys: m.keys, Admission: m.admission,
-		Config: m.cfg, Metrics: m.m, Log: m.log})
+		Leases: admission.NewLeases(rdb, m.keys, m.leaseWait), Config: m.cfg, Metrics: m.m, Log: m.log})
 	return m.holds, err
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web"
@@ -23,11 +23,11 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// admissionDesk stands in for the waiting room behind the Admission
-// interface: passes are "pass|event|user", leases are scores in a sorted
-// set per event, read by the waiting room's own lease Lua (deskLeaseLua).
-// The real verifier is tested in the waiting room and wired in by app
-// (app's booking tests run it).
+// admissionDesk stands in for the waiting room's pass checks: passes are
+// "pass|event|user". Leases are the real ones (internal/admission), which
+// booking's scripts read and extend; admit writes one as the waiting
+// room's tick does. The real pass checks are tested in the waiting room
+// and wired in by app (app's booking tests run them).
 type admissionDesk struct {
 	rdb  redis.UniversalClient
 	ks   store.Keyspace
@@ -41,19 +41,7 @@ func newDesk(rdb redis.UniversalClient, ks store.Keyspace) *admissionDesk {
 	return &admissionDesk{rdb: rdb, ks: ks}
 }
 
-// deskLeaseLua is the waiting room's own lease_lib.lua, read from its
-// source: booking's scripts run the real lease rules in these tests too.
-var deskLeaseLua = func() string {
-	b, err := os.ReadFile("../waitingroom/lua/lease_lib.lua")
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}()
-
-func (d *admissionDesk) LeaseLua() string                        { return deskLeaseLua }
-func (d *admissionDesk) LeaseSlot(event string) store.EntityKeys { return d.ks.Entity("desk", event) }
-func (d *admissionDesk) LeaseKey(event string) string            { return d.LeaseSlot(event).Key("leases") }
+func (d *admissionDesk) LeaseKey(event string) string { return admission.LeaseKey(d.ks, event) }
 
 func (d *admissionDesk) admit(event, user string) string {
 	until := time.Now().Add(5 * time.Minute).UnixMilli()
@@ -76,38 +64,6 @@ func (d *admissionDesk) CheckPass(pass, event, user string) error {
 		return ErrNotAdmitted
 	}
 	return nil
-}
-
-func (d *admissionDesk) QueueVerify(_ context.Context, _ redis.Pipeliner, pass, event, user string) func() error {
-	return func() error {
-		if err := d.CheckPass(pass, event, user); err != nil {
-			return err
-		}
-		if !d.live(event, user) {
-			return ErrNotAdmitted
-		}
-		return nil
-	}
-}
-
-func (d *admissionDesk) QueueExtend(_ context.Context, _ redis.Pipeliner, event, user string, by time.Duration) func() error {
-	return func() error {
-		if d.down.Load() {
-			return ErrAdmissionUnavailable
-		}
-		if !d.live(event, user) {
-			return ErrNotAdmitted
-		}
-		until := time.Now().Add(by).UnixMilli()
-		return d.rdb.ZAdd(context.Background(), d.LeaseKey(event), redis.Z{Score: float64(until), Member: user}).Err()
-	}
-}
-
-func (d *admissionDesk) Scripts() []*store.Script { return nil }
-func (d *admissionDesk) Timeout() time.Duration   { return time.Second }
-
-func (d *admissionDesk) Release(_ context.Context, event, user string) error {
-	return d.rdb.ZRem(context.Background(), d.LeaseKey(event), user).Err()
 }
 
 type bundle struct {
@@ -140,7 +96,8 @@ func setupWith(t testing.TB, db *pgxpool.Pool, rdb redis.UniversalClient, mutate
 	require.NoError(t, err)
 	ks := store.NewKeyspace(testenv.Prefix(t))
 	b := &bundle{run: fmt.Sprintf("r%d-", eventSeq.Add(1)), db: db, rdb: rdb, ks: ks, desk: newDesk(rdb, ks), m: m, cfg: cfg}
-	deps := holdsDeps{DB: db, Redis: rdb, Keys: b.ks, Admission: b.desk, Config: cfg, Metrics: m, Log: testenv.Logger()}
+	deps := holdsDeps{DB: db, Redis: rdb, Keys: b.ks, Admission: b.desk, Leases: admission.NewLeases(rdb, ks, time.Second),
+		Config: cfg, Metrics: m, Log: testenv.Logger()}
 	b.holds, err = newHolds(deps)
 	require.NoError(t, err)
 	b.expiry, err = newExpirer(deps)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/keyring"
@@ -95,7 +96,7 @@ func newBundle(t testing.TB, rdb redis.UniversalClient, prefix string, ring *key
 	host := moduletest.New(t, srv, moduletest.Stores{Redis: rdb, Hub: h, Users: users, APIKey: testAPIKey})
 	require.NoError(t, m.StartVerify(context.Background(), host))
 	if ring.CanSign() { // tests issue passes without mounting the admit plane
-		m.issuer, err = newPassIssuer(ring, cfg.PassTTL)
+		m.issuer, err = admission.NewIssuer(ring, cfg.PassTTL)
 		require.NoError(t, err)
 	}
 	ticker := newTicker(rdb, m.line, h, cfg, m.metrics, testenv.Logger())
@@ -340,3 +341,13 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name, label, value str
 type atomicCounter struct{ n atomic.Int64 }
 
 func (c *atomicCounter) next() int64 { return c.n.Add(1) }
+
+// LeaseExpiry and ReleaseLease read and end leases as booking would, for
+// tests that look at the line's admissions.
+func (l *lineStore) LeaseExpiry(ctx context.Context, event, user string) (time.Time, error) {
+	return admission.NewLeases(l.rdb, l.keys, 0).Expiry(ctx, event, user)
+}
+
+func (l *lineStore) ReleaseLease(ctx context.Context, event, user string) error {
+	return admission.NewLeases(l.rdb, l.keys, 0).Release(ctx, event, user)
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/store"
 )
 
@@ -30,12 +31,6 @@ var (
 	sweepLua string
 	//go:embed lua/stats.lua
 	statsLua string
-	//go:embed lua/lease_lib.lua
-	leaseLib string
-	//go:embed lua/lease_check.lua
-	leaseCheckLua string
-	//go:embed lua/lease_extend.lua
-	leaseExtendLua string
 
 	// Every script that reads or writes the line starts with entry.lua,
 	// the one definition of an entry's score.
@@ -45,10 +40,6 @@ var (
 	drawScript      = store.NewScript("waitingroom_draw", entryLua+drawLua)
 	sweepScript     = store.NewScript("waitingroom_sweep", entryLua+sweepLua)
 	statsScript     = store.NewScript("waitingroom_stats", entryLua+statsLua)
-	// The lease scripts start with lease_lib.lua, as a caller's script
-	// that checks a lease with work of its own does (LeaseLua).
-	leaseCheckScript  = store.NewScript("waitingroom_lease_check", leaseLib+leaseCheckLua)
-	leaseExtendScript = store.NewScript("waitingroom_lease_extend", leaseLib+leaseExtendLua)
 )
 
 // errNoRoom: the event has no waiting room (none was configured).
@@ -72,9 +63,10 @@ type eventKeys struct {
 }
 
 func keysOf(ks store.Keyspace, event string) eventKeys {
-	e := ks.Entity("wr", event)
+	// The leases are internal/admission's, in their slot with the rest.
+	e := admission.Slot(ks, event)
 	return eventKeys{
-		line: e.Key("line"), leases: e.Key("act"), sequence: e.Key("seq"),
+		line: e.Key("line"), leases: admission.LeaseKey(ks, event), sequence: e.Key("seq"),
 		settings: e.Key("cfg"), state: e.Key("st"), ticks: e.Key("tl"), joins: e.Key("jt"),
 		topic: e.Key("admitted"), oldQueue: e.Key("q"), oldBeats: e.Key("hb"),
 	}

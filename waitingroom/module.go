@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/internal/keyring"
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
@@ -54,8 +55,8 @@ type Module struct {
 	line     *lineStore
 	hub      pubsub
 	ring     *keyring.Ring
-	issuer   *passIssuer // the admit plane's
-	verifier *passVerifier
+	issuer   *admission.Issuer // the admit plane's
+	verifier *admission.Verifier
 	rooms    *rooms
 	sockets  *web.Sockets
 }
@@ -84,8 +85,14 @@ func (m *Module) StartVerify(ctx context.Context, h module.Host) error {
 	if err != nil {
 		return err
 	}
-	m.verifier = newVerifier(m.line, ring, m.cfg.StoreTimeout)
+	m.verifier = admission.NewVerifier(admission.NewChecker(ring), m.leases())
 	return nil
+}
+
+// leases are the checkout leases of every event's room, each call bounded
+// by store_timeout.
+func (m *Module) leases() *admission.Leases {
+	return admission.NewLeases(m.line.rdb, m.keys, m.cfg.StoreTimeout)
 }
 
 // StartLeases readies Extend and Release without pass keys: the expiry
@@ -95,7 +102,7 @@ func (m *Module) StartLeases(ctx context.Context, h module.Host) error {
 		return err
 	}
 	if m.verifier == nil {
-		m.verifier = newVerifier(m.line, nil, m.cfg.StoreTimeout)
+		m.verifier = admission.NewVerifier(admission.NewChecker(nil), m.leases())
 	}
 	return nil
 }
@@ -110,7 +117,7 @@ func (m *Module) StartAdmit(ctx context.Context, h module.Host) error {
 	if err != nil {
 		return err
 	}
-	if m.issuer, err = newPassIssuer(ring, m.cfg.PassTTL); err != nil {
+	if m.issuer, err = admission.NewIssuer(ring, m.cfg.PassTTL); err != nil {
 		return fmt.Errorf("the admit plane signs passes: %w", err)
 	}
 	if m.hub, err = h.Hub(ctx); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/internal/keyring"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/store"
@@ -42,7 +43,7 @@ func TestPassRefusals(t *testing.T) {
 		_, verify, _ := strings.Cut(publicString(t, b.ring, "k1"), "|")
 		ring, err := keyring.Parse("", []string{verify})
 		require.NoError(t, err)
-		v := newVerifier(newLineStore(rdb, b.keys), ring, time.Second)
+		v := admission.NewVerifier(admission.NewChecker(ring), admission.NewLeases(rdb, b.keys, time.Second))
 		issuer := b.mod.issuer
 
 		good, passExp, err := issuer.Issue("ev", "alice", exp, time.Now())
@@ -148,7 +149,7 @@ func TestPassKeyRotation(t *testing.T) {
 	b.tick(t, "ev")
 	exp, err := b.line.LeaseExpiry(context.Background(), "ev", "u")
 	require.NoError(t, err)
-	oldIssuer, err := newPassIssuer(oldRing, time.Minute)
+	oldIssuer, err := admission.NewIssuer(oldRing, time.Minute)
 	require.NoError(t, err)
 	oldPass, _, err := oldIssuer.Issue("ev", "u", exp, time.Now())
 	require.NoError(t, err)
@@ -168,7 +169,7 @@ func TestPassKeyRotation(t *testing.T) {
 	// After the old key is dropped its passes stop verifying.
 	current, err := keyring.Parse(newSigning, nil)
 	require.NoError(t, err)
-	v2 := newVerifier(newLineStore(rdb, b.keys), current, time.Second)
+	v2 := admission.NewVerifier(admission.NewChecker(current), admission.NewLeases(rdb, b.keys, time.Second))
 	require.ErrorIs(t, v2.Verify(context.Background(), oldPass, "ev", "u"), ErrNotAdmitted)
 	require.NoError(t, v2.Verify(context.Background(), newPass, "ev", "u"))
 }
@@ -223,7 +224,7 @@ func TestQueuedChecksAnswerAsVerify(t *testing.T) {
 		require.NoError(t, err)
 		v := b.mod.verifier
 		// A pipeline's caller loads the scripts after a NOSCRIPT.
-		require.NoError(t, store.Load(ctx, rdb, b.mod.LeaseScripts()...))
+		require.NoError(t, store.Load(ctx, rdb, v.Scripts()...))
 
 		var alice, noLease, tampered, extended, notExtended func() error
 		var foreign *redis.IntCmd
@@ -271,12 +272,12 @@ func TestLeaseLuaInACallersScript(t *testing.T) {
 		require.ErrorIs(t, b.mod.CheckPass(tamper(t, good), "ev", "alice"), ErrNotAdmitted)
 		require.ErrorIs(t, b.mod.CheckPass(good, "ev", "bob"), ErrNotAdmitted)
 
-		caller := store.NewScript("caller", LeaseLua()+`
+		caller := store.NewScript("caller", admission.LeaseLua()+`
 local now = lease_now()
 local live = lease_live(KEYS[1], ARGV[1], now)
 redis.call('INCR', KEYS[2])
 return {live, lease_extend(KEYS[1], ARGV[1], now, ARGV[2])}`)
-		keys := []string{LeaseKey(b.keys, "ev"), LeaseSlot(b.keys, "ev").Key("booking", "n")}
+		keys := []string{admission.LeaseKey(b.keys, "ev"), admission.Slot(b.keys, "ev").Key("booking", "n")}
 		got, err := caller.Run(ctx, rdb, keys, "alice", 600_000).Int64Slice()
 		require.NoError(t, err)
 		require.Equal(t, exp.UnixMilli(), got[0], "the lease the line granted")
@@ -288,4 +289,11 @@ return {live, lease_extend(KEYS[1], ARGV[1], now, ARGV[2])}`)
 		require.NoError(t, err)
 		require.Equal(t, []int64{0, 0}, got, "no lease, none made")
 	})
+}
+
+// passClaims are a pass's claims as the wire carries them, for tests that
+// forge passes: internal/admission's own type is its own.
+type passClaims struct {
+	jwt.RegisteredClaims
+	Event string `json:"evt"`
 }
