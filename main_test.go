@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/presenced/presenced/app"
+	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/keyring"
 )
 
@@ -85,8 +86,7 @@ func TestComposeSplitsRoles(t *testing.T) {
 		for _, r := range roles {
 			covered[r] = true
 		}
-		require.NotEmpty(t, svc.Environment["PRESENCED_REDIS_URL"], name)
-		require.NotEmpty(t, svc.Environment["PRESENCED_POSTGRES_URL"], name)
+		requireRolesSettings(t, name, svc.Environment, roles)
 		require.Equal(t, "false", svc.Environment["PRESENCED_AUTH_DEV_SECRETS"], name)
 		// Development keys are per container: a split deployment must share
 		// the pass keys, or booking cannot verify the admit plane's passes.
@@ -115,6 +115,30 @@ func TestComposeSplitsRoles(t *testing.T) {
 	for _, r := range app.RoleNames() {
 		if r != "all" {
 			require.True(t, covered[r], "role %s runs somewhere", r)
+		}
+	}
+}
+
+// requireRolesSettings holds a container's environment to the role table
+// (presenced roles --json): every setting its roles' stores and secret
+// groups require is set, and none of another group is.
+func requireRolesSettings(t *testing.T, name string, env map[string]string, roles []string) {
+	t.Helper()
+	table := app.RoleTable()
+	required, allowed := table.SettingsFor(roles...)
+	var grouped []string
+	for _, settings := range table.Settings {
+		grouped = append(grouped, settings...)
+	}
+	set := func(key string) bool {
+		return slices.ContainsFunc(config.EnvNames(key), func(e string) bool { return env[e] != "" })
+	}
+	for _, key := range required {
+		require.True(t, set(key), "%s: its roles %v need %s (presenced roles --json)", name, roles, key)
+	}
+	for _, key := range grouped {
+		if set(key) {
+			require.Contains(t, allowed, key, "%s: its roles %v do not need %s", name, roles, key)
 		}
 	}
 }

@@ -138,7 +138,7 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.devMode = append(a.devMode, filled...)
-	if slices.ContainsFunc(partNames, func(p string) bool { return strings.HasPrefix(p, "payments.") }) {
+	if needsSecret(partNames, secretPayments) {
 		// Only a process that runs payments needs its keys and provider.
 		if filled, err = ResolvePayments(&a.Config); err != nil {
 			return nil, err

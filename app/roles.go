@@ -16,14 +16,18 @@ import (
 
 // A role is a plane of the deployment, chosen by what it holds scarce. Each
 // role starts module parts; several roles may share a part, which then
-// starts once. Adding a role, or a part to a role, is one edit in this file.
+// starts once. This file is the one source of the planes: what each starts,
+// the stores it connects to and the secrets it must be given.
+// `presenced roles --json` prints it, and the tests of the Helm chart
+// (deploy/helm), the split cluster (internal/cluster), docker-compose.yml
+// and docs/operations.md hold each to it.
 type role struct {
 	name  string
 	holds string
 	parts []string
 }
 
-// roles is the role table of SPEC §2. "all" is every part.
+// roles is the role table: the planes of a deployment. "all" is every part.
 var roles = []role{
 	{"ingest", "sockets, CPU", []string{"viewers.heartbeat"}},
 	{"count", "sockets", []string{"viewers.count", "viewers.push"}},
@@ -47,6 +51,9 @@ type part struct {
 	// after names parts started first in the same process: pieces several
 	// parts share, which no role names itself.
 	after []string
+	// secrets lists the secret groups the part must be given beyond those
+	// of every process (everyProcess).
+	secrets []string
 	// start builds the part; nil means the module is not built yet.
 	start startFunc
 }
@@ -64,11 +71,46 @@ const (
 	needWebhook dependency = "postgres-webhook"
 )
 
+// Secret groups: settings whoever deploys a process must give it (they are
+// generated only in development). A deployment gives a plane exactly the
+// groups of its roles' parts. The names are the Helm chart's.
+const (
+	secretAuth        = "auth"        // every process: user tokens and the API key
+	secretPassSigning = "passSigning" // signs admission passes
+	secretPassVerify  = "passVerify"  // checks admission passes (public keys)
+	secretCookie      = "cookie"      // signs and checks viewer session cookies
+	secretPayments    = "payments"    // ticket, manifest and provider keys
+)
+
+// everyProcess are the secret groups every process needs.
+var everyProcess = []string{secretAuth}
+
+// settingsOf names the settings (config keys) that carry each store and
+// secret group.
+var settingsOf = map[string][]string{
+	string(needRedis):    {"redis.url"},
+	string(needPostgres): {"postgres.url"},
+	string(needReadOnly): {"postgres.readonly_url"},
+	string(needWebhook):  {"postgres.webhook_url"},
+	secretAuth:           {"auth.api_key", "auth.jwt_secret"},
+	secretPassSigning:    {"waitingroom.signing_key"},
+	secretPassVerify:     {"waitingroom.verify_keys"},
+	secretCookie:         {"viewers.cookie_signing_key", "viewers.cookie_verify_keys"},
+	secretPayments:       {"payments.ticket_key", "payments.manifest_key", "payments.stripe.secret_key", "payments.stripe.webhook_secrets"},
+}
+
+// optionalSettings may be left out where their group is given: a JWKS URL
+// instead of a JWT secret, cookies checked only with the signing key, the
+// webhooks on the main pool, and no Stripe account (the sandbox or another
+// provider).
+var optionalSettings = []string{"auth.jwt_secret", "viewers.cookie_verify_keys", "postgres.webhook_url",
+	"payments.stripe.secret_key", "payments.stripe.webhook_secrets"}
+
 // parts maps each part to what it needs and starts.
 var parts = map[string]part{
 	"viewers.tiers":      {needs: deps(needRedis, needPostgres), start: viewersPart((*viewers.Module).StartTiers)},
 	"viewers.hotels":     {needs: deps(needPostgres), after: names("booking.directory"), start: viewersPart((*viewers.Module).StartHotels)},
-	"viewers.heartbeat":  {needs: deps(needRedis, needPostgres), after: names("viewers.tiers", "viewers.hotels"), start: viewersPart((*viewers.Module).StartHeartbeat)},
+	"viewers.heartbeat":  {needs: deps(needRedis, needPostgres), secrets: names(secretCookie), after: names("viewers.tiers", "viewers.hotels"), start: viewersPart((*viewers.Module).StartHeartbeat)},
 	"viewers.count":      {needs: deps(needRedis, needPostgres), after: names("viewers.tiers", "viewers.hotels"), start: viewersPart((*viewers.Module).StartCount)},
 	"viewers.push":       {needs: deps(needRedis, needPostgres), after: names("viewers.tiers", "viewers.hotels"), start: viewersPart((*viewers.Module).StartPush)},
 	"viewers.reader":     {needs: deps(needRedis, needReadOnly), start: viewersPart((*viewers.Module).StartReader)},
@@ -80,9 +122,9 @@ var parts = map[string]part{
 	"presence.read":      {needs: deps(needRedis, needPostgres), start: presencePart((*presence.Module).StartRead)},
 	"presence.lifecycle": {needs: deps(needRedis), after: names("presence.changes"), start: presencePart((*presence.Module).StartLifecycle)},
 
-	"waitingroom.verify": {needs: deps(needRedis), start: waitingroomPart((*waitingroom.Module).StartVerify)},
+	"waitingroom.verify": {needs: deps(needRedis), secrets: names(secretPassVerify), start: waitingroomPart((*waitingroom.Module).StartVerify)},
 	"waitingroom.leases": {needs: deps(needRedis), start: waitingroomPart((*waitingroom.Module).StartLeases)},
-	"waitingroom.admit":  {needs: deps(needRedis), start: waitingroomPart((*waitingroom.Module).StartAdmit)},
+	"waitingroom.admit":  {needs: deps(needRedis), secrets: names(secretPassSigning), start: waitingroomPart((*waitingroom.Module).StartAdmit)},
 	"waitingroom.ticker": {needs: deps(needRedis), start: waitingroomPart((*waitingroom.Module).StartTicker)},
 
 	"booking.seatmap":   {needs: deps(needRedis, needReadOnly), start: bookingPart((*booking.Module).StartSeatMap)},
@@ -98,10 +140,10 @@ var parts = map[string]part{
 	"outbox.age":   {needs: deps(needPostgres), start: startOutboxAge},
 	"outbox.relay": {needs: deps(needRedis, needPostgres), after: names("outbox.age"), start: startOutboxRelay},
 
-	"payments.api":         {needs: deps(needPostgres), start: paymentsPart((*payments.Module).StartAPI)},
-	"payments.webhooks":    {needs: deps(needWebhook), start: paymentsPart((*payments.Module).StartWebhooks)},
-	"payments.fulfillment": {needs: deps(needRedis, needPostgres), start: paymentsPart((*payments.Module).StartFulfillment)},
-	"payments.refunds":     {needs: deps(needPostgres), start: paymentsPart((*payments.Module).StartRefunds)},
+	"payments.api":         {needs: deps(needPostgres), secrets: names(secretPayments), start: paymentsPart((*payments.Module).StartAPI)},
+	"payments.webhooks":    {needs: deps(needWebhook), secrets: names(secretPayments), start: paymentsPart((*payments.Module).StartWebhooks)},
+	"payments.fulfillment": {needs: deps(needRedis, needPostgres), secrets: names(secretPayments), start: paymentsPart((*payments.Module).StartFulfillment)},
+	"payments.refunds":     {needs: deps(needPostgres), secrets: names(secretPayments), start: paymentsPart((*payments.Module).StartRefunds)},
 }
 
 func deps(d ...dependency) []dependency { return d }
@@ -162,32 +204,52 @@ func withAfter(list []string, p string) []string {
 
 // RoleInfo describes a role for `presenced roles`.
 type RoleInfo struct {
-	Name  string
-	Holds string
-	Parts []PartInfo
+	Name  string     `json:"name"`
+	Holds string     `json:"holds"`
+	Parts []PartInfo `json:"parts"`
+	// Stores and Secrets are what a process of the role must be given:
+	// the stores its built parts connect to, and the secret groups of its
+	// parts and of every process.
+	Stores  []string `json:"stores"`
+	Secrets []string `json:"secrets"`
 }
 
 // PartInfo describes one part of a role.
 type PartInfo struct {
-	Name  string
-	Built bool
+	Name  string `json:"name"`
+	Built bool   `json:"built"`
 	// For names the role's parts that need this one, when no role names it.
-	For   []string
-	Needs []string
+	For     []string `json:"for,omitempty"`
+	Needs   []string `json:"needs"`
+	Secrets []string `json:"secrets,omitempty"`
+}
+
+// Table is the role table as data: `presenced roles --json`.
+type Table struct {
+	Roles []RoleInfo `json:"roles"`
+	// Settings names the settings (config keys) that carry each store
+	// and secret group; Optional those that may be left out.
+	Settings map[string][]string `json:"settings"`
+	Optional []string            `json:"optional"`
+}
+
+// RoleTable describes the role table.
+func RoleTable() Table {
+	return Table{Roles: Roles(), Settings: settingsOf, Optional: optionalSettings}
 }
 
 // Roles describes the role table.
 func Roles() []RoleInfo {
 	var out []RoleInfo
 	for _, r := range roles {
-		info := RoleInfo{Name: r.name, Holds: r.holds}
+		info := RoleInfo{Name: r.name, Holds: r.holds, Secrets: slices.Clone(everyProcess)}
 		var resolved []string
 		for _, p := range r.parts {
 			resolved = withAfter(resolved, p)
 		}
 		for _, name := range resolved {
 			p := parts[name]
-			pi := PartInfo{Name: name, Built: p.start != nil}
+			pi := PartInfo{Name: name, Built: p.start != nil, Secrets: p.secrets}
 			if !slices.Contains(r.parts, name) {
 				for _, other := range r.parts {
 					if slices.Contains(parts[other].after, name) {
@@ -197,10 +259,56 @@ func Roles() []RoleInfo {
 			}
 			for _, n := range p.needs {
 				pi.Needs = append(pi.Needs, string(n))
+				if pi.Built && !slices.Contains(info.Stores, string(n)) {
+					info.Stores = append(info.Stores, string(n))
+				}
+			}
+			for _, g := range p.secrets {
+				if pi.Built && !slices.Contains(info.Secrets, g) {
+					info.Secrets = append(info.Secrets, g)
+				}
 			}
 			info.Parts = append(info.Parts, pi)
 		}
+		slices.Sort(info.Stores)
+		slices.Sort(info.Secrets)
 		out = append(out, info)
 	}
 	return out
+}
+
+// needsSecret tells whether any of parts needs the secret group.
+func needsSecret(partNames []string, group string) bool {
+	return slices.ContainsFunc(partNames, func(p string) bool { return slices.Contains(parts[p].secrets, group) })
+}
+
+// SettingsFor returns the settings a process of the named roles must be
+// given (required) and the ones it may be given (allowed, required
+// included): those of its stores and secret groups, and nothing else. A
+// process whose only PostgreSQL login is the read-only one is given it as
+// its postgres.url too.
+func (t Table) SettingsFor(roleNames ...string) (required, allowed []string) {
+	var groups []string
+	for _, r := range t.Roles {
+		if slices.Contains(roleNames, r.Name) || slices.Contains(roleNames, "all") {
+			groups = append(append(groups, r.Stores...), r.Secrets...)
+		}
+	}
+	if slices.Contains(groups, string(needReadOnly)) && !slices.Contains(groups, string(needPostgres)) {
+		groups = append(groups, string(needPostgres))
+	}
+	for _, g := range groups {
+		for _, s := range t.Settings[g] {
+			if slices.Contains(allowed, s) {
+				continue
+			}
+			allowed = append(allowed, s)
+			if !slices.Contains(t.Optional, s) {
+				required = append(required, s)
+			}
+		}
+	}
+	slices.Sort(required)
+	slices.Sort(allowed)
+	return required, allowed
 }

@@ -86,6 +86,17 @@ func Keys() []string {
 	return keys
 }
 
+// EnvNames are the environment variables that set a dotted key: its
+// EnvName and the documented short form, if any (PRESENCED_JWT_SECRET).
+// None for a key that does not exist.
+func EnvNames(key string) []string {
+	cfg := Default()
+	if f, ok := fieldIndex(&cfg)[key]; ok {
+		return f.env
+	}
+	return nil
+}
+
 // EnvName is the environment variable for a dotted key.
 func EnvName(key string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/presenced/presenced/app"
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/testenv"
 )
@@ -151,13 +153,75 @@ func byKind(objs []object, kind string) map[string]object {
 	return out
 }
 
+// givenSettings maps each setting a container gets from a Secret to the
+// Secret's name, and fails on a variable that sets no setting.
+func givenSettings(t *testing.T, c container) map[string]string {
+	t.Helper()
+	byEnv := map[string]string{}
+	for _, key := range config.Keys() {
+		for _, env := range config.EnvNames(key) {
+			byEnv[env] = key
+		}
+	}
+	out := map[string]string{}
+	for env, ref := range c.secrets() {
+		key, ok := byEnv[env]
+		require.True(t, ok, "%s sets no setting", env)
+		out[key], _, _ = strings.Cut(ref, "/")
+	}
+	return out
+}
+
+// secretOf names the chart's Secret of a setting's group: one per group of
+// the role table, the PostgreSQL logins all in one.
+func secretOf(table app.Table, setting string) string {
+	for group, settings := range table.Settings {
+		if slices.Contains(settings, setting) {
+			if strings.HasPrefix(group, "postgres") {
+				group = "postgres"
+			}
+			var b strings.Builder
+			for _, r := range group {
+				if r >= 'A' && r <= 'Z' {
+					b.WriteByte('-')
+					r += 'a' - 'A'
+				}
+				b.WriteRune(r)
+			}
+			return "presenced-presenced-" + b.String()
+		}
+	}
+	return ""
+}
+
+// requireTheTablesSettings checks that a plane of roles is given, from the
+// Secrets of their groups, exactly the settings the role table says its
+// roles need (presenced roles --json), optional ones included.
+func requireTheTablesSettings(t *testing.T, c container, roles ...string) map[string]string {
+	t.Helper()
+	table := app.RoleTable()
+	given := givenSettings(t, c)
+	_, allowed := table.SettingsFor(roles...)
+	keys := slices.Sorted(maps.Keys(given))
+	require.Equal(t, allowed, keys, "%v: the settings of the roles' stores and secret groups, and no others", roles)
+	for key, secret := range given {
+		require.Equal(t, secretOf(table, key), secret, "%v: %s comes from its group's Secret", roles, key)
+	}
+	return given
+}
+
 func TestChartGivesEachPlaneOnlyItsSecrets(t *testing.T) {
 	t.Parallel()
 	objs := render(t, "full-values.yaml")
 	deps := byKind(objs, "Deployment")
-	planes := []string{"ingest", "count", "presence", "admit", "browse", "booking", "worker"}
-	require.Len(t, deps, len(planes))
-	const pg, pass, verify, cookie, pay = "presenced-presenced-postgres/", "presenced-presenced-pass-signing/", "presenced-presenced-pass-verify/", "presenced-presenced-cookie/", "presenced-presenced-payments/"
+	var planes []string
+	stores := map[string][]string{}
+	for _, r := range app.Roles() {
+		planes = append(planes, r.Name)
+		stores[r.Name] = r.Stores
+	}
+	require.Len(t, deps, len(planes), "a Deployment for every role of the role table")
+	const pg = "presenced-presenced-postgres/"
 	for _, plane := range planes {
 		d, ok := deps[plane]
 		require.True(t, ok, "a Deployment for %s", plane)
@@ -165,39 +229,13 @@ func TestChartGivesEachPlaneOnlyItsSecrets(t *testing.T) {
 		c := d.Spec.Template.Spec.Containers[0]
 		require.Equal(t, []string{"serve", "--listen", "0.0.0.0:8080", "--roles", plane}, c.Args)
 		require.Empty(t, config.UnknownEnv(c.environ()), "%s: every PRESENCED_ variable is a setting", plane)
+		requireTheTablesSettings(t, c, plane)
 		s := c.secrets()
-		has := func(prefix string) bool {
-			for _, ref := range s {
-				if strings.HasPrefix(ref, prefix) {
-					return true
-				}
-			}
-			return false
-		}
-		require.Equal(t, "presenced-presenced-redis/url", s["PRESENCED_REDIS_URL"], plane)
-		require.Equal(t, "presenced-presenced-auth/apiKey", s["PRESENCED_API_KEY"], plane)
 		for env, ref := range s {
 			require.NotEqual(t, pg+"directUrl", ref, "%s: %s: the pooler-bypassing URL is the migrations Job's", plane, env)
 		}
-		require.Equal(t, plane == "admit", has(pass), "%s: only admit signs passes", plane)
-		require.Equal(t, plane == "booking", has(verify), "%s: only booking verifies passes", plane)
-		require.Equal(t, plane == "ingest", has(cookie), "%s: only ingest signs viewer cookies", plane)
-		require.Equal(t, plane == "booking" || plane == "worker", has(pay), "%s: payment keys", plane)
-		switch plane {
-		case "admit":
-			require.False(t, has(pg), "admit: no database credentials")
-			for env := range s {
-				require.False(t, strings.HasPrefix(env, "PRESENCED_POSTGRES_"), "admit: %s", env)
-			}
-		case "browse":
-			require.Equal(t, pg+"readonlyUrl", s["PRESENCED_POSTGRES_URL"], "browse: only the read-only login")
-			require.Equal(t, pg+"readonlyUrl", s["PRESENCED_POSTGRES_READONLY_URL"])
-		case "booking":
-			require.Equal(t, pg+"url", s["PRESENCED_POSTGRES_URL"])
-			require.Equal(t, pg+"webhookUrl", s["PRESENCED_POSTGRES_WEBHOOK_URL"])
-		default:
-			require.Equal(t, pg+"url", s["PRESENCED_POSTGRES_URL"], plane)
-			require.NotContains(t, s, "PRESENCED_POSTGRES_READONLY_URL", plane)
+		if !slices.Contains(stores[plane], "postgres") && slices.Contains(stores[plane], "postgres-readonly") {
+			require.Equal(t, pg+"readonlyUrl", s["PRESENCED_POSTGRES_URL"], "%s: its one login is the read-only one", plane)
 		}
 
 		require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path, plane)
@@ -250,6 +288,8 @@ func TestChartUnionsSecretsOfCombinedPlanes(t *testing.T) {
 	t.Parallel()
 	deps := byKind(render(t, "full-values.yaml", "two-planes-values.yaml"), "Deployment")
 	require.Len(t, deps, 2)
+	requireTheTablesSettings(t, deps["edge"].Spec.Template.Spec.Containers[0], "ingest", "count", "presence", "admit", "browse")
+	requireTheTablesSettings(t, deps["core"].Spec.Template.Spec.Containers[0], "booking", "worker")
 	edge := deps["edge"].Spec.Template.Spec.Containers[0].secrets()
 	core := deps["core"].Spec.Template.Spec.Containers[0].secrets()
 	require.Contains(t, edge, "PRESENCED_WAITINGROOM_SIGNING_KEY")

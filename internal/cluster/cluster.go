@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/presenced/presenced/app"
 	"github.com/presenced/presenced/store"
 )
 
@@ -164,17 +166,27 @@ func (c *Cluster) baseEnv() []string {
 	return append(env, c.opt.Env...)
 }
 
-// envFor gives a plane the database logins of its roles: none for admit,
-// the replica's read-only login alone for browse.
+// envFor gives a plane the database logins its roles need by the role
+// table (presenced roles --json): none for admit, the replica's read-only
+// login alone for browse, the primary for the others.
 func (c *Cluster) envFor(p Plane) []string {
 	env := c.baseEnv()
-	switch p.Roles[0] {
-	case "admit":
-	case "browse":
-		ro := c.Replica.URL(store.DevReadOnlyLogin)
-		env = append(env, "PRESENCED_POSTGRES_URL="+ro, "PRESENCED_POSTGRES_READONLY_URL="+ro)
-	default:
+	var stores []string
+	for _, r := range app.Roles() {
+		if slices.Contains(p.Roles, r.Name) {
+			stores = append(stores, r.Stores...)
+		}
+	}
+	writes := slices.Contains(stores, "postgres")
+	if writes {
 		env = append(env, "PRESENCED_POSTGRES_URL="+c.Primary.URL(store.DevOwner))
+	}
+	if slices.Contains(stores, "postgres-readonly") {
+		ro := c.Replica.URL(store.DevReadOnlyLogin)
+		env = append(env, "PRESENCED_POSTGRES_READONLY_URL="+ro)
+		if !writes {
+			env = append(env, "PRESENCED_POSTGRES_URL="+ro)
+		}
 	}
 	return env
 }
