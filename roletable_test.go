@@ -27,7 +27,8 @@ func TestOperationsSecretsTableFollowsTheRoleTable(t *testing.T) {
 		}
 	}
 	row := regexp.MustCompile("^\\| `(\\w+)` (\\(|`(\\w+)`)[^|]*\\| ([^|]+)\\|$")
-	postgresKeys := map[string]string{"url": "postgres", "readonlyUrl": "postgres-readonly", "webhookUrl": "postgres-webhook"}
+	storeKeys := map[string]string{"postgres url": "postgres", "postgres readonlyUrl": "postgres-readonly",
+		"postgres webhookUrl": "postgres-webhook", "redis ratelimitUrl": "redis-limits"}
 	seen := 0
 	for _, line := range strings.Split(string(raw), "\n") {
 		m := row.FindStringSubmatch(strings.TrimSpace(line))
@@ -35,9 +36,9 @@ func TestOperationsSecretsTableFollowsTheRoleTable(t *testing.T) {
 			continue
 		}
 		group, planesCell := m[1], m[4]
-		if group == "postgres" {
-			if group = postgresKeys[m[3]]; group == "" {
-				continue // directUrl: the migrations Job's
+		if m[3] != "" {
+			if group = storeKeys[group+" "+m[3]]; group == "" {
+				continue // postgres directUrl: the migrations Job's
 			}
 		}
 		// "booking, worker", "admit: it signs…", "browse (as its only login)".

@@ -58,6 +58,7 @@ type App struct {
 	hub       *hub.Hub
 	verifier  *auth.Verifier
 	embRedis  *store.EmbeddedRedis
+	limits    redis.UniversalClient
 	embPG     *store.EmbeddedPostgres
 	closers   []func() error // run in reverse order at shutdown
 	loops     []loop
@@ -330,6 +331,31 @@ func (a *App) Routes() *echo.Group { return a.Server.Echo.Group("") }
 
 // Redis returns the shared Redis client, connecting on first use and
 // starting the embedded development server when no URL is configured.
+// LimitRedis is the Redis of limits shared between processes: the one of
+// viewers.ratelimit_redis_url, opened once and reported by /readyz as a
+// store the process fails open without, else the main Redis.
+func (a *App) LimitRedis(ctx context.Context) (redis.UniversalClient, error) {
+	v := a.Config.Viewers
+	if v.RateLimitRedisURL == "" {
+		return a.Redis(ctx)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.limits != nil {
+		return a.limits, nil
+	}
+	rc := a.Config.Redis
+	rc.URL, rc.Cluster = v.RateLimitRedisURL, v.RateLimitRedisCluster
+	rdb, err := store.OpenRedis(rc)
+	if err != nil {
+		return nil, fmt.Errorf("viewers.ratelimit_redis_url: %w", err)
+	}
+	a.limits = rdb
+	a.closers = append(a.closers, rdb.Close)
+	a.Server.AddOptionalCheck("redis-limits", func(ctx context.Context) error { return store.PingRedis(ctx, rdb) })
+	return rdb, nil
+}
+
 func (a *App) Redis(ctx context.Context) (redis.UniversalClient, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -470,6 +470,30 @@ func TestReadyzFailsWhenAStoreIsDown(t *testing.T) {
 	require.NotContains(t, body, "127.0.0.1", "no addresses leak")
 }
 
+// The viewers' own rate-limit Redis comes through the ingest part's host
+// and shows in /readyz; the process fails open without it, so its loss
+// makes it degraded, not unready.
+func TestLimitRedisIsReportedButNotRequired(t *testing.T) {
+	t.Parallel()
+	limits := testenv.NewRedisServer(t)
+	cfg := testConfig(t)
+	cfg.Roles = []string{"ingest"}
+	cfg.Viewers.RateLimitRedisURL = limits.URL
+	a, err := New(cfg, testenv.Logger())
+	require.NoError(t, err)
+	require.NoError(t, a.Start(context.Background()))
+	base := serve(t, a)
+	code, body := get(t, base+"/readyz")
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `"redis-limits":"ok"`)
+	require.NoError(t, limits.Stop())
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		code, body = get(t, base+"/readyz")
+		return strings.Contains(body, `"redis-limits":"degraded"`)
+	}, "readyz reports the stopped rate-limit Redis")
+	require.Equal(t, 200, code, "still ready: %s", body)
+}
+
 // A loop that ignores its context is named when shutdown gives up on it,
 // so an operator (or a failing test) knows which one to look at.
 func TestShutdownNamesTheLoopsThatDidNotStop(t *testing.T) {

@@ -41,6 +41,13 @@ func (h *partHost) Redis(ctx context.Context) (redis.UniversalClient, error) {
 	return h.a.Redis(ctx)
 }
 
+func (h *partHost) LimitRedis(ctx context.Context) (redis.UniversalClient, error) {
+	if err := h.declared(needLimits); err != nil {
+		return nil, err
+	}
+	return h.a.LimitRedis(ctx)
+}
+
 func (h *partHost) Hub(ctx context.Context) (*hub.Hub, error) {
 	if err := h.declared(needRedis); err != nil {
 		return nil, err

@@ -69,6 +69,9 @@ const (
 	// needWebhook is the payment webhooks' own pool: a hold stampede can
 	// never take the connections of a paying customer's webhook.
 	needWebhook dependency = "postgres-webhook"
+	// needLimits is the Redis of limits shared between processes: its own
+	// server when configured, else the main one (module.Host.LimitRedis).
+	needLimits dependency = "redis-limits"
 )
 
 // Secret groups: settings whoever deploys a process must give it (they are
@@ -92,6 +95,7 @@ var settingsOf = map[string][]string{
 	string(needPostgres): {"postgres.url"},
 	string(needReadOnly): {"postgres.readonly_url"},
 	string(needWebhook):  {"postgres.webhook_url"},
+	string(needLimits):   {"viewers.ratelimit_redis_url"},
 	secretAuth:           {"auth.api_key", "auth.jwt_secret"},
 	secretPassSigning:    {"waitingroom.signing_key"},
 	secretPassVerify:     {"waitingroom.verify_keys"},
@@ -103,14 +107,14 @@ var settingsOf = map[string][]string{
 // instead of a JWT secret, cookies checked only with the signing key, the
 // webhooks on the main pool, and no Stripe account (the sandbox or another
 // provider).
-var optionalSettings = []string{"auth.jwt_secret", "viewers.cookie_verify_keys", "postgres.webhook_url",
+var optionalSettings = []string{"auth.jwt_secret", "viewers.cookie_verify_keys", "postgres.webhook_url", "viewers.ratelimit_redis_url",
 	"payments.stripe.secret_key", "payments.stripe.webhook_secrets"}
 
 // parts maps each part to what it needs and starts.
 var parts = map[string]part{
 	"viewers.tiers":      {needs: deps(needRedis, needPostgres), start: viewersPart((*viewers.Module).StartTiers)},
 	"viewers.hotels":     {needs: deps(needPostgres), after: names("booking.directory"), start: viewersPart((*viewers.Module).StartHotels)},
-	"viewers.heartbeat":  {needs: deps(needRedis, needPostgres), secrets: names(secretCookie), after: names("viewers.tiers", "viewers.hotels"), start: viewersPart((*viewers.Module).StartHeartbeat)},
+	"viewers.heartbeat":  {needs: deps(needRedis, needPostgres, needLimits), secrets: names(secretCookie), after: names("viewers.tiers", "viewers.hotels"), start: viewersPart((*viewers.Module).StartHeartbeat)},
 	"viewers.count":      {needs: deps(needRedis, needPostgres), after: names("viewers.tiers", "viewers.hotels"), start: viewersPart((*viewers.Module).StartCount)},
 	"viewers.push":       {needs: deps(needRedis, needPostgres), after: names("viewers.tiers", "viewers.hotels"), start: viewersPart((*viewers.Module).StartPush)},
 	"viewers.reader":     {needs: deps(needRedis, needReadOnly), start: viewersPart((*viewers.Module).StartReader)},

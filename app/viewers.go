@@ -7,12 +7,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/internal/keyring"
 	"github.com/presenced/presenced/internal/module"
-	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/viewers"
 )
 
@@ -32,24 +29,8 @@ func (a *App) viewers() (*viewers.Module, error) {
 			Config: a.Config.Viewers, Keys: a.Keys, CookieKeys: a.viewersKeyring,
 			Hotels: hotelDirectory{a.booking}, Metrics: a.Metrics, Log: a.Log.With("module", "viewers"),
 		}
-		if a.Config.Viewers.RateLimitRedisURL != "" {
-			d.LimitRedis = a.viewersLimitRedis
-		}
 		return viewers.New(d)
 	})
-}
-
-// viewersLimitRedis opens the Redis of the global prefix buckets, kept
-// apart from the main one when configured so.
-func (a *App) viewersLimitRedis() (redis.UniversalClient, error) {
-	rc := a.Config.Redis
-	rc.URL, rc.Cluster = a.Config.Viewers.RateLimitRedisURL, a.Config.Viewers.RateLimitRedisCluster
-	rdb, err := store.OpenRedis(rc)
-	if err != nil {
-		return nil, err
-	}
-	a.OnStop(rdb.Close)
-	return rdb, nil
 }
 
 // viewersKeyring is the session cookie key ring: configured keys, or in

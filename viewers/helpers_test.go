@@ -121,12 +121,9 @@ func newEnv(t testing.TB, o envOpts) *env {
 	apiKey := "test-api-key"
 	d := Deps{Config: cfg, Keys: store.NewKeyspace(prefix), CookieKeys: func() (*keyring.Ring, error) { return ring, nil },
 		Hotels: o.hotels, Metrics: reg, Log: log}
-	if o.limitRdb != nil {
-		d.LimitRedis = func() (redis.UniversalClient, error) { return o.limitRdb, nil }
-	}
 	mod, err := New(d)
 	require.NoError(t, err)
-	host := moduletest.New(t, srv, moduletest.Stores{Redis: rdb, Hub: h, Postgres: testenv.Postgres(t), APIKey: apiKey})
+	host := moduletest.New(t, srv, moduletest.Stores{Redis: rdb, LimitRedis: o.limitRdb, Hub: h, Postgres: testenv.Postgres(t), APIKey: apiKey})
 	parts := o.parts
 	if parts == nil {
 		parts = []string{"heartbeat", "count", "push"}

@@ -18,7 +18,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -41,9 +40,6 @@ type Deps struct {
 	// CookieKeys loads the session cookie keys; only the ingest plane,
 	// which issues and checks cookies, calls it.
 	CookieKeys func() (*keyring.Ring, error)
-	// LimitRedis opens the Redis of the global prefix buckets when it is
-	// not the main one (viewers.ratelimit_redis_url); nil means the main.
-	LimitRedis func() (redis.UniversalClient, error)
 	// Hotels lists the hotels that exist (booking, through the app). Nil
 	// means viewers runs without a hotel registry and counts any
 	// well-formed hotel id, as a standalone viewers deployment would.
@@ -58,7 +54,6 @@ type Module struct {
 	cfg        config.Viewers
 	keys       keys
 	cookieKeys func() (*keyring.Ring, error)
-	limitRedis func() (redis.UniversalClient, error)
 	hotelSrc   Hotels
 	m          *metrics
 	log        *slog.Logger
@@ -94,7 +89,7 @@ func New(d Deps) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Module{cfg: d.Config, keys: keys{ks: d.Keys}, cookieKeys: d.CookieKeys, limitRedis: d.LimitRedis,
+	return &Module{cfg: d.Config, keys: keys{ks: d.Keys}, cookieKeys: d.CookieKeys,
 		hotelSrc: d.Hotels, m: m, log: d.Log}, nil
 }
 
@@ -242,11 +237,9 @@ func (mod *Module) StartHeartbeat(ctx context.Context, h module.Host) error {
 		Partitions: cfg.StreamPartitions, MaxLen: cfg.StreamMaxLen, Batch: cfg.StreamBatch, Flush: cfg.StreamFlush,
 	}, mod.m, mod.log)
 	if cfg.PrefixRate > 0 {
-		lr := mod.rdb
-		if mod.limitRedis != nil {
-			if lr, err = mod.limitRedis(); err != nil {
-				return fmt.Errorf("viewers.ratelimit_redis_url: %w", err)
-			}
+		lr, err := h.LimitRedis(ctx)
+		if err != nil {
+			return err
 		}
 		mod.prefixes = newPrefixLimiter(lr, mod.keys, prefixConfig{
 			Rate: cfg.PrefixRate, Burst: cfg.PrefixBurst, SyncThreshold: cfg.PrefixSyncThreshold, SyncInterval: cfg.PrefixSyncInterval,

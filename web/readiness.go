@@ -30,10 +30,11 @@ type readiness struct {
 	cacheTTL time.Duration
 	flight   singleflight.Group
 
-	mu     sync.Mutex
-	checks map[string]Check
-	last   readyReport
-	lastAt time.Time
+	mu       sync.Mutex
+	checks   map[string]Check
+	optional map[string]bool
+	last     readyReport
+	lastAt   time.Time
 }
 
 type readyReport struct {
@@ -42,13 +43,14 @@ type readyReport struct {
 }
 
 func newReadiness(log *slog.Logger) *readiness {
-	return &readiness{log: log, timeout: checkTimeout, cacheTTL: readyCacheTTL, checks: map[string]Check{}}
+	return &readiness{log: log, timeout: checkTimeout, cacheTTL: readyCacheTTL, checks: map[string]Check{}, optional: map[string]bool{}}
 }
 
-func (r *readiness) add(name string, check Check) {
+func (r *readiness) add(name string, check Check, optional bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.checks[name] = check
+	r.optional[name] = optional
 	r.lastAt = time.Time{} // a new check is answered by the next probe
 }
 
@@ -83,8 +85,10 @@ func (r *readiness) run() readyReport {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
+	optional := make([]bool, len(names))
+	for i, n := range names {
 		checks = append(checks, r.checks[n])
+		optional[i] = r.optional[n]
 	}
 	r.mu.Unlock()
 
@@ -103,7 +107,12 @@ func (r *readiness) run() readyReport {
 	rep := readyReport{ready: true, results: make(map[string]string, len(names))}
 	for i, n := range names {
 		rep.results[n] = "ok"
-		if errs[i] != nil {
+		switch {
+		case errs[i] == nil:
+		case optional[i]:
+			r.log.Warn("readiness check failed; the process works without it", "check", n, "err", errs[i])
+			rep.results[n] = "degraded"
+		default:
 			r.log.Warn("readiness check failed", "check", n, "err", errs[i])
 			rep.results[n] = "unavailable"
 			rep.ready = false

@@ -115,7 +115,11 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 }
 
 // AddCheck registers a readiness check, e.g. a store ping.
-func (s *Server) AddCheck(name string, check Check) { s.ready.add(name, check) }
+func (s *Server) AddCheck(name string, check Check) { s.ready.add(name, check, false) }
+
+// AddOptionalCheck registers a check of a store the process fails open
+// without: /readyz reports it "degraded" when it fails, and stays ready.
+func (s *Server) AddOptionalCheck(name string, check Check) { s.ready.add(name, check, true) }
 
 // Serve accepts connections on ln until Shutdown.
 // Connections over http.max_connections (or per address,

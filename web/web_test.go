@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -296,4 +297,21 @@ func TestDevelopmentTrustsLoopbackProxies(t *testing.T) {
 	require.Equal(t, "100.64.7.9", realIP(nil), "development: no stores configured")
 	require.Equal(t, "127.0.0.1", realIP(func(c *config.Config) { c.Redis.URL, c.Postgres.URL = "redis://r:6379", "postgres://p/db" }))
 	require.Equal(t, "127.0.0.1", realIP(func(c *config.Config) { c.HTTP.TrustedProxies = []string{"10.0.0.0/8"} }), "configured proxies replace the default")
+}
+
+// A store the process works without is reported degraded, and the process
+// stays ready; a store it needs makes it unready.
+func TestOptionalReadinessCheckKeepsTheProcessReady(t *testing.T) {
+	t.Parallel()
+	r := newReadiness(testenv.Logger())
+	down := errors.New("down")
+	r.add("redis", func(context.Context) error { return nil }, false)
+	r.add("redis-limits", func(context.Context) error { return down }, true)
+	rep := r.run()
+	require.True(t, rep.ready)
+	require.Equal(t, map[string]string{"redis": "ok", "redis-limits": "degraded"}, rep.results)
+	r.add("redis", func(context.Context) error { return down }, false)
+	rep = r.run()
+	require.False(t, rep.ready)
+	require.Equal(t, "unavailable", rep.results["redis"])
 }

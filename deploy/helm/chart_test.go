@@ -177,8 +177,8 @@ func givenSettings(t *testing.T, c container) map[string]string {
 func secretOf(table app.Table, setting string) string {
 	for group, settings := range table.Settings {
 		if slices.Contains(settings, setting) {
-			if strings.HasPrefix(group, "postgres") {
-				group = "postgres"
+			if g, _, _ := strings.Cut(group, "-"); g == "postgres" || g == "redis" {
+				group = g // one Secret holds the logins of a store
 			}
 			var b strings.Builder
 			for _, r := range group {

@@ -39,6 +39,12 @@ type Host interface {
 
 	// Redis is the shared coordination store.
 	Redis(ctx context.Context) (redis.UniversalClient, error)
+	// LimitRedis is the Redis of limits shared between processes (the
+	// viewers' prefix buckets): its own server when one is configured, so
+	// an abusive flood cannot slow the coordination store, else the main
+	// one. A part fails open when it is down; /readyz reports it without
+	// turning the process unready.
+	LimitRedis(ctx context.Context) (redis.UniversalClient, error)
 	// Hub is the process's pub/sub fan-out over Redis.
 	Hub(ctx context.Context) (*hub.Hub, error)
 	// Postgres is the pool for a purpose: store.PoolMain, store.PoolReadOnly

@@ -22,13 +22,15 @@ import (
 
 // Stores are what a test host hands out; a nil store is undeclared.
 type Stores struct {
-	Redis    redis.UniversalClient
-	Hub      *hub.Hub
-	Postgres *pgxpool.Pool
-	ReadOnly *pgxpool.Pool
-	Webhook  *pgxpool.Pool
-	Users    *auth.Verifier
-	APIKey   string
+	Redis redis.UniversalClient
+	// LimitRedis is the Redis of shared limits; nil: Redis.
+	LimitRedis redis.UniversalClient
+	Hub        *hub.Hub
+	Postgres   *pgxpool.Pool
+	ReadOnly   *pgxpool.Pool
+	Webhook    *pgxpool.Pool
+	Users      *auth.Verifier
+	APIKey     string
 }
 
 // Host is a module.Host for tests.
@@ -108,6 +110,13 @@ func (h *Host) Redis(context.Context) (redis.UniversalClient, error) {
 }
 
 func (h *Host) Hub(context.Context) (*hub.Hub, error) { return given(h.stores.Hub, "hub") }
+
+func (h *Host) LimitRedis(ctx context.Context) (redis.UniversalClient, error) {
+	if h.stores.LimitRedis != nil {
+		return h.stores.LimitRedis, nil
+	}
+	return h.Redis(ctx)
+}
 
 func (h *Host) Postgres(_ context.Context, purpose string) (*pgxpool.Pool, error) {
 	switch purpose {

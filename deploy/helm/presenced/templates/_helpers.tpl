@@ -78,6 +78,7 @@ pass verify keys.
 {{ include "presenced.secretRef" (dict "root" $root "group" "passSigning" "env" "PRESENCED_WAITINGROOM_SIGNING_KEY" "key" "signingKey") }}
 {{- end }}
 {{- if has "ingest" $roles }}
+{{ include "presenced.secretRef" (dict "root" $root "group" "redis" "env" "PRESENCED_VIEWERS_RATELIMIT_REDIS_URL" "key" "ratelimitUrl" "optional" true) }}
 {{ include "presenced.secretRef" (dict "root" $root "group" "cookie" "env" "PRESENCED_VIEWERS_COOKIE_SIGNING_KEY" "key" "signingKey") }}
 {{ include "presenced.secretRef" (dict "root" $root "group" "cookie" "env" "PRESENCED_VIEWERS_COOKIE_VERIFY_KEYS" "key" "verifyKeys" "optional" true) }}
 {{- end }}
