@@ -276,7 +276,7 @@ func TestPingsApplyInStreamOrderWhateverTheReadOrder(t *testing.T) {
 	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
 	ctx := context.Background()
 	sk := m.keys.shard(0)
-	c := newConsumer(m, "pings", groupPings, nil)
+	c := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
 	now := time.Now().UnixMilli()
 	mk := func(ms int64, ttl int64, kind string) redis.XMessage {
 		return redis.XMessage{ID: fmt.Sprintf("%d-0", ms), Values: map[string]any{"m": "s1:u", "t": fmt.Sprint(ttl), "k": kind}}
@@ -321,7 +321,7 @@ func TestFirstPingIsRecordedDirectlyBelowTheStream(t *testing.T) {
 	require.LessOrEqual(t, int64(score), time.Now().UnixMilli()+ttl)
 
 	// The session closes: its close entry (any stream position) wins.
-	c := newConsumer(m, "pings", groupPings, nil)
+	c := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
 	closedAt := time.Now().UnixMilli()
 	m.applyPings(ctx, c, 0, []redis.XMessage{{ID: fmt.Sprintf("%d-0", closedAt), Values: map[string]any{"m": mem, "t": "500", "k": "c"}}})
 	score, err = rdb.ZScore(ctx, sk.deadlines, mem).Result()

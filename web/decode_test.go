@@ -127,8 +127,10 @@ func TestStrictJSONAllocatesLittle(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	// The event, the id and the raw payload.
-	require.LessOrEqual(t, allocs, 4.0)
+	// The event, the id and the raw payload (4), and now and then the
+	// decoder's state, which it keeps in a sync.Pool that may drop it (on
+	// purpose, often, under the race detector).
+	require.LessOrEqual(t, allocs, 8.0)
 }
 
 func BenchmarkStrictJSONEnvelope(b *testing.B) {
