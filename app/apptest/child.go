@@ -25,6 +25,10 @@ import (
 // runs one presenced process instead of the tests.
 const childEnv = "PRESENCED_TEST_CHILD_CONFIG"
 
+// childListenerFD is the descriptor of the listener Child opened for the
+// process (the first of exec.Cmd.ExtraFiles).
+const childListenerFD = 3
+
 // RunChildIfAsked runs presenced instead of the tests when this test binary
 // was started by Child, and then does not return. Call it first in TestMain.
 func RunChildIfAsked() {
@@ -45,8 +49,9 @@ func RunChildIfAsked() {
 		fmt.Fprintln(os.Stderr, "child start:", err)
 		os.Exit(2)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.FileListener(os.NewFile(childListenerFD, "listener"))
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "child listener:", err)
 		os.Exit(2)
 	}
 	fmt.Println("LISTEN " + ln.Addr().String())
@@ -62,16 +67,30 @@ func RunChildIfAsked() {
 // a test can kill it as a crash would (SIGKILL). It returns the base URL
 // and the command; the process is killed at test end if still running.
 // The test binary's TestMain must call RunChildIfAsked.
+//
+// The listener is opened here and handed down, so the process's
+// http.listen is its real address from the start (the sandbox PSP
+// delivers webhooks to it) and no other process can take the port between.
 func Child(t testing.TB, cfg config.Config) (string, *exec.Cmd) {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	lnFile, err := ln.(*net.TCPListener).File()
+	require.NoError(t, err)
+	cfg.Listen = ln.Addr().String()
 	raw, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+	cmd.ExtraFiles = []*os.File{lnFile}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
+	err = cmd.Start()
+	// The process has its copy; the port stays bound while it runs.
+	_ = lnFile.Close()
+	_ = ln.Close()
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

@@ -31,6 +31,9 @@ type channel struct {
 	closeCodes []int
 	// sent are the messages the server sends, by message name.
 	sent map[string]*jsonschema.Schema
+	// received are the messages clients send: their payload schemas with
+	// every $ref inlined, by message name.
+	received map[string]map[string]any
 }
 
 const asyncURL = "mem:///asyncapi.json"
@@ -59,7 +62,8 @@ func loadAsyncAPI(data []byte) (*asyncDoc, error) {
 	for name, c := range channels {
 		cm, _ := c.(map[string]any)
 		addr, _ := cm["address"].(string)
-		ch := &channel{name: name, transport: "sse", address: addressPattern(addr), sent: map[string]*jsonschema.Schema{}}
+		ch := &channel{name: name, transport: "sse", address: addressPattern(addr),
+			sent: map[string]*jsonschema.Schema{}, received: map[string]map[string]any{}}
 		if b, ok := cm["bindings"].(map[string]any); ok && b["ws"] != nil {
 			ch.transport = "websocket"
 		}
@@ -76,9 +80,6 @@ func loadAsyncAPI(data []byte) (*asyncDoc, error) {
 	ops, _ := root["operations"].(map[string]any)
 	for opName, o := range ops {
 		om, _ := o.(map[string]any)
-		if om["action"] != "send" {
-			continue
-		}
 		chRef, _ := om["channel"].(map[string]any)
 		ref, _ := chRef["$ref"].(string)
 		ch := out.byRef(ref)
@@ -93,6 +94,14 @@ func loadAsyncAPI(data []byte) (*asyncDoc, error) {
 				return nil, fmt.Errorf("docs/asyncapi.yaml: operation %s: %w", opName, err)
 			}
 			name, _ := msg["name"].(string)
+			if om["action"] != "send" {
+				payload, err := inline(root, msg["payload"], 0)
+				if err != nil {
+					return nil, fmt.Errorf("docs/asyncapi.yaml: message %s: %w", name, err)
+				}
+				ch.received[name], _ = payload.(map[string]any)
+				continue
+			}
 			sch, err := comp.Compile(asyncURL + "#" + ptr + "/payload")
 			if err != nil {
 				return nil, fmt.Errorf("docs/asyncapi.yaml: message %s: %w", name, err)
