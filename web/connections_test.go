@@ -124,6 +124,7 @@ func TestConnectionCaps(t *testing.T) {
 	resp, body := getOnNewConnection(t, addr, "/healthz")
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.NotEmpty(t, resp.Header.Get("X-Request-Id"), "every answer carries a request id, this one too")
 	require.Contains(t, body, `"code":"too_many_connections"`)
 
 	// The process cap, from another loopback address.

@@ -157,7 +157,8 @@ func (l *connLimit) refuse(c net.Conn, cap string) {
 	body := fmt.Sprintf(refusalBody, msg)
 	_ = c.SetDeadline(time.Now().Add(time.Second))
 	_, _ = fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: %d\r\n"+
-		"Connection: close\r\nContent-Length: %d\r\n\r\n%s", 1+int(Jitter(2*time.Second)/time.Second), len(body), body)
+		"X-Request-Id: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		1+int(Jitter(2*time.Second)/time.Second), requestID(), len(body), body)
 	// Half-close, then read what the client sent, so it reads the answer
 	// instead of a reset.
 	if tc, ok := c.(*net.TCPConn); ok {

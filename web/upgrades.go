@@ -259,7 +259,7 @@ func (l *handoffListener) first(c net.Conn) {
 			_ = c.Close()
 			return
 		}
-		l.hand(&replayConn{Conn: c, head: buf, rest: buf[:n], deadline: deadline})
+		l.hand(&replayConn{Conn: c, head: buf, rest: buf[:n], deadline: deadline, log: l.u.log})
 		return
 	}
 	headBufs.Put(buf)
@@ -518,6 +518,19 @@ type replayConn struct {
 	// for the same head, is not let past it: a slow head gets one
 	// http.read_header_timeout, not two.
 	deadline time.Time
+	log      *slog.Logger
+}
+
+// Write passes net/http's bytes on, its own refusals in the error shape
+// (refusals.go).
+func (c *replayConn) Write(p []byte) (int, error) {
+	if ans, ok := ownRefusal(p, c.log, c.RemoteAddr().String()); ok {
+		if _, err := c.Conn.Write(ans); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
 }
 
 func (c *replayConn) SetReadDeadline(t time.Time) error {
