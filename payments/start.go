@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -334,9 +333,9 @@ func uuidParam(s, code, msg string) (string, error) {
 // emptyBody accepts no body or an empty JSON object: a start takes nothing
 // but the reservation and the key.
 func emptyBody(c echo.Context) error {
-	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, 4097))
+	raw, err := web.ReadBody(c, 4096)
 	if err != nil {
-		return web.BadRequest("read body: %v", err)
+		return err
 	}
 	s := strings.TrimSpace(string(raw))
 	if s == "" || s == "{}" {

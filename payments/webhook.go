@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -40,12 +39,9 @@ func (w *webhooks) post(c echo.Context) error {
 	if !ok {
 		return web.Errorf(http.StatusNotFound, CodeUnknownProvider, "no such payment provider")
 	}
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, w.cfg.WebhookBodyLimit+1))
+	body, err := web.ReadBody(c, w.cfg.WebhookBodyLimit)
 	if err != nil {
-		return web.BadRequest("read body: %v", err)
-	}
-	if int64(len(body)) > w.cfg.WebhookBodyLimit {
-		return web.Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "webhook body over %d bytes", w.cfg.WebhookBodyLimit)
+		return err
 	}
 	ev, err := p.ParseWebhook(body, c.Request().Header, time.Now())
 	switch {

@@ -101,7 +101,7 @@ func (mod *Module) drainBody(req *http.Request) error {
 		if errors.As(err, &maxErr) {
 			return tooLarge
 		}
-		return web.BadRequest("unreadable body")
+		return web.ReadError(err) // the deadline's 408 among them
 	}
 	return nil
 }

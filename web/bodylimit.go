@@ -6,16 +6,21 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// limitedBody refuses a body longer than http.body_limit_bytes as it is
-// read (a chunked body has no length to check first): the read past the
-// limit fails with 413.
+// limitedBody refuses a body longer than http.body_limit_bytes to the
+// handler that reads it: at once when its Content-Length says so, else
+// (a chunked body has no length) at the read past the limit; either fails
+// with 413.
 type limitedBody struct {
 	io.ReadCloser
-	left int64 // bytes still allowed
-	err  error
+	left     int64 // bytes still allowed
+	declared int64 // the Content-Length (-1: unknown)
+	err      error
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.err == nil && b.declared > b.left {
+		b.err = echo.ErrStatusRequestEntityTooLarge
+	}
 	if b.err != nil {
 		return 0, b.err
 	}

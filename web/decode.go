@@ -19,28 +19,54 @@ const MaxJSONDepth = 32
 var ErrTooDeep = fmt.Errorf("nested deeper than %d levels", MaxJSONDepth)
 
 // DecodeBody reads a request body as one JSON value into v, strictly (see
-// StrictJSON). A body cut short by http.body_limit_bytes answers 413;
-// anything else refused answers 400 bad_request naming the reason.
+// StrictJSON). Read failures answer as ReadBody's; anything else refused
+// answers 400 bad_request naming the reason.
 func DecodeBody(c echo.Context, v any) error {
-	data, err := io.ReadAll(c.Request().Body)
+	data, err := ReadBody(c, 0)
 	if err != nil {
-		var tooBig *echo.HTTPError
-		var overLimit *http.MaxBytesError
-		var late *Error
-		switch {
-		case errors.As(err, &tooBig):
-			return tooBig // the body limit cut the read short
-		case errors.As(err, &overLimit):
-			return Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than %d bytes", overLimit.Limit)
-		case errors.As(err, &late):
-			return late // the body read deadline passed
-		}
-		return BadRequest("the body could not be read: %v", err)
+		return err
 	}
 	if err := StrictJSON(data, v); err != nil {
 		return BadRequest("the body is not valid JSON for this request: %v", err)
 	}
 	return nil
+}
+
+// ReadBody reads a request body whole, at most max bytes when max > 0
+// (under http.body_limit_bytes in any case). Every handler that reads a
+// body reads it here, so each answers the same: a body over the limit
+// 413 body_too_large, one that did not arrive within
+// http.body_read_timeout 408 request_timeout, any other read failure 400.
+func ReadBody(c echo.Context, max int64) ([]byte, error) {
+	body := c.Request().Body
+	if max > 0 {
+		body = io.NopCloser(io.LimitReader(body, max+1))
+	}
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return nil, ReadError(err)
+	}
+	if max > 0 && int64(len(data)) > max {
+		return nil, Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than %d bytes", max)
+	}
+	return data, nil
+}
+
+// ReadError is the answer to a failed read of a request body: the limit's
+// 413 and the deadline's 408 as they are, anything else 400.
+func ReadError(err error) error {
+	var tooBig *echo.HTTPError
+	var apiErr *Error
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return tooBig // http.body_limit_bytes cut the read short
+	case errors.As(err, &apiErr):
+		return apiErr // the body read deadline passed
+	case errors.As(err, &maxBytes):
+		return Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than %d bytes", maxBytes.Limit)
+	}
+	return BadRequest("the body could not be read: %v", err)
 }
 
 // strict is what StrictJSON asks of the decoder beyond its defaults, which

@@ -74,15 +74,15 @@ func (m *edge) guard(next echo.HandlerFunc, c echo.Context) (err error) {
 		err = nil
 	}()
 	req := c.Request()
-	if m.bodyLimit > 0 && req.ContentLength > m.bodyLimit {
-		return echo.ErrStatusRequestEntityTooLarge
-	}
 	if req.Body != nil && req.Body != http.NoBody {
 		if req.ContentLength != 0 {
 			withBodyDeadline(c, m.bodyTimeout)
 		}
 		if m.bodyLimit > 0 {
-			req.Body = &limitedBody{ReadCloser: req.Body, left: m.bodyLimit}
+			// Refused when read, not here: an operation that takes no body
+			// ignores one (net/http discards or drops it), and answers as
+			// documented rather than 413.
+			req.Body = &limitedBody{ReadCloser: req.Body, left: m.bodyLimit, declared: req.ContentLength}
 		}
 	}
 	return next(c)
