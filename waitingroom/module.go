@@ -21,6 +21,7 @@ import (
 	"math"
 	"net/http"
 
+	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/presenced/presenced/config"
@@ -132,16 +133,19 @@ func (m *Module) StartAdmit(ctx context.Context, h module.Host) error {
 	hd := &handlers{m: m}
 	g := h.Routes()
 	g.Match([]string{http.MethodGet, http.MethodHead}, "/v1/waitingroom/keys", hd.keys)
-	user := g.Group("/v1/waitingroom/:event", hd.requireEvent, users.Middleware())
-	user.POST("/join", hd.join)
-	user.GET("/status", hd.status)
-	user.POST("/leave", hd.leave)
-	m.sockets.Endpoint(user.GET("/ws", hd.socket))
+	// Middleware per route, not on a group: echo gives a group with
+	// middleware catch-all routes that run it, so a wrong method (GET of
+	// /join) or path under the group answered 401 or 400, never 405 or 404.
+	user := []echo.MiddlewareFunc{hd.requireEvent, users.Middleware()}
+	g.POST("/v1/waitingroom/:event/join", hd.join, user...)
+	g.GET("/v1/waitingroom/:event/status", hd.status, user...)
+	g.POST("/v1/waitingroom/:event/leave", hd.leave, user...)
+	m.sockets.Endpoint(g.GET("/v1/waitingroom/:event/ws", hd.socket, user...))
 	g.GET("/v1/admin/waitingrooms", hd.listRooms, h.RequireAPIKey())
-	admin := g.Group("/v1/admin/waitingrooms/:event", hd.requireEvent, h.RequireAPIKey())
-	admin.PUT("", hd.putSettings)
-	admin.GET("", hd.getRoom)
-	admin.DELETE("", hd.deleteRoom)
+	admin := []echo.MiddlewareFunc{hd.requireEvent, h.RequireAPIKey()}
+	g.PUT("/v1/admin/waitingrooms/:event", hd.putSettings, admin...)
+	g.GET("/v1/admin/waitingrooms/:event", hd.getRoom, admin...)
+	g.DELETE("/v1/admin/waitingrooms/:event", hd.deleteRoom, admin...)
 	return nil
 }
 

@@ -84,8 +84,10 @@ func Mount(e *echo.Echo, s Site) error {
 		if err != nil {
 			return fmt.Errorf("pages: %w", err)
 		}
-		// HEAD too: probes and caches ask for headers only.
-		e.Group("/"+dir, noCache).Match(getOrHead, "/*", echo.StaticDirectoryHandler(sub, !e.EnablePathUnescapingStaticFiles))
+		// HEAD too: probes and caches ask for headers only. The middleware
+		// is the route's, not a group's: a group's catch-all would answer
+		// a POST 404 instead of 405.
+		e.Match(getOrHead, "/"+dir+"/*", echo.StaticDirectoryHandler(sub, !e.EnablePathUnescapingStaticFiles), noCache)
 	}
 
 	r, err := newRenderer(s)
