@@ -24,6 +24,7 @@ import (
 // too.
 var framing = []int{
 	http.StatusBadRequest,                  // a malformed head: control bytes, a bad Host, a bad length
+	http.StatusExpectationFailed,           // an Expect other than 100-continue
 	http.StatusRequestHeaderFieldsTooLarge, // a head over http.max_header_bytes
 	http.StatusNotImplemented,              // a transfer coding other than chunked
 	http.StatusHTTPVersionNotSupported,     // not HTTP/1.x
@@ -52,7 +53,7 @@ func (k *checker) check(r *request, malformed bool, a *answer) []string {
 	if malformed && slices.Contains(framing, a.status) {
 		return append(bad, errorShape(a, head)...)
 	}
-	path, _, _ := strings.Cut(r.target, "?")
+	path := targetPath(r.target)
 	rt := match(k.routes, path)
 	switch {
 	case rt == nil:
@@ -85,6 +86,21 @@ func (k *checker) check(r *request, malformed bool, a *answer) []string {
 		}
 	}
 	return bad
+}
+
+// targetPath is the path of a request-target, of an absolute one too
+// (which a server must take: RFC 9112, 3.2.2).
+func targetPath(target string) string {
+	path, _, _ := strings.Cut(target, "?")
+	for _, scheme := range []string{"http://", "https://"} {
+		if rest, ok := strings.CutPrefix(path, scheme); ok {
+			if i := strings.IndexByte(rest, '/'); i >= 0 {
+				return rest[i:]
+			}
+			return "/"
+		}
+	}
+	return path
 }
 
 // wrongMethod: a method the path does not serve answers 405 with Allow
@@ -132,7 +148,8 @@ func errorShape(a *answer, head bool) []string {
 
 // validate checks the answer's headers and body against the operation.
 func (k *checker) validate(rt *route, o *openapi3.Operation, r *request, a *answer) error {
-	path, query, _ := strings.Cut(r.target, "?")
+	_, query, _ := strings.Cut(r.target, "?")
+	path := targetPath(r.target)
 	req := &http.Request{Method: r.method, URL: &url.URL{Path: path, RawQuery: query}, Header: http.Header{}}
 	for _, f := range r.header {
 		req.Header.Add(f.name, f.value)

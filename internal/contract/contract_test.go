@@ -3,6 +3,9 @@ package contract
 import (
 	"flag"
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,13 +42,8 @@ const memoryBudget = 256 << 20
 type server struct {
 	base string
 	pid  int
+	fx   *fixtures
 }
-
-var (
-	serverOnce sync.Once
-	shared     *server
-	sharedFx   *fixtures
-)
 
 // serverConfig is the process's configuration: every role, development
 // secrets made first so that the test can sign tokens (the JWT secret
@@ -66,32 +64,45 @@ func serverConfig(t testing.TB) (config.Config, string) {
 	return cfg, dev.JWTSecret
 }
 
-// start runs the server and sets up its fixtures, once per test binary.
-func start(t *testing.T) (*server, *fixtures) {
-	t.Helper()
-	serverOnce.Do(func() {
-		cfg, secret := serverConfig(t)
-		base, cmd := apptest.Child(t, cfg)
-		s := &server{base: base, pid: cmd.Process.Pid}
-		c := api{t: t, base: base}
-		testenv.Eventually(t, 60*time.Second, func() bool {
-			code, _ := c.do("GET", "/readyz", nil, "")
-			return code == 200
-		}, "the server is ready")
-		sharedFx = setUp(t, base, secret)
-		shared = s
-	})
-	if shared == nil {
-		t.Fatal("the server did not start (see the first test)")
+// The contract of a process of every role, in parts sharing the process
+// and its fixtures: random valid and hostile requests to every operation
+// (http), every wrong method of every path (methods), the body limits of
+// every body reader (bodies), and hostile frames on every socket
+// (sockets). Each part ends with the server still answering.
+func TestContract(t *testing.T) {
+	cfg, secret := serverConfig(t)
+	base, cmd := apptest.Child(t, cfg)
+	s := &server{base: base, pid: cmd.Process.Pid}
+	c := api{t: t, base: base}
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		code, _ := c.do("GET", "/readyz", nil, "")
+		return code == 200
+	}, "the server is ready")
+	s.fx = setUp(t, base, secret)
+	alive := func(t *testing.T) {
+		code, _ := c.do("GET", "/healthz", nil, "")
+		require.Equal(t, 200, code, "the server still answers")
 	}
-	return shared, sharedFx
+	for _, part := range []struct {
+		name string
+		run  func(*testing.T, *server)
+	}{
+		{"http", testHTTP},
+		{"methods", testWrongMethods},
+		{"bodies", testBodyReaders},
+	} {
+		t.Run(part.name, func(t *testing.T) {
+			part.run(t, s)
+			alive(t)
+		})
+	}
 }
 
 // Every documented operation, sent valid and hostile requests: no answer
 // is a 5xx, each is documented for the operation it reached and valid
 // against its schema, and the server's memory stays bounded.
-func TestHTTPContract(t *testing.T) {
-	s, fx := start(t)
+func testHTTP(t *testing.T, s *server) {
+	fx := s.fx
 	doc := spectest.OpenAPI(t)
 	gn := &generator{seed: *flagSeed, ops: operations(doc), rs: routes(doc), fx: fx, bodyLimit: 1 << 20, exclude: excluded}
 	k := &checker{doc: doc, routes: gn.rs}
@@ -160,5 +171,25 @@ func TestHTTPContract(t *testing.T) {
 // the run until its fix lands; "" runs it. Every entry names an open
 // defect; remove it with the fix.
 func excluded(k *kase) string {
+	if k.op.id == "adminPromotionCreate" {
+		if m := maxUses.FindSubmatch(k.req.body); m != nil {
+			if n, err := strconv.ParseFloat(string(m[1]), 64); err != nil || n >= 1<<31 {
+				return "admin promotions: maxUses ≥ 2^31 answers 500 (issue 35 item 5)"
+			}
+		}
+		if strings.Contains(k.what, "path parameter event") {
+			return "admin promotions: a NUL or invalid UTF-8 event id answers 500 (issue 35 item 5)"
+		}
+	}
+	return ""
+}
+
+var maxUses = regexp.MustCompile(`"maxUses":\s*(-?[0-9][0-9.eE+-]*)`)
+
+// excludedBodyReader is excluded for the bodies part.
+func excludedBodyReader(o *op, status int) string {
+	if o.id == "demoSignIn" {
+		return "/demo/token reads its body with encoding/json under its own limit: 400 for a body over the limit or late (issue 35 item 6, /demo/token strictness)"
+	}
 	return ""
 }

@@ -27,6 +27,9 @@ type op struct {
 func operations(doc *openapi3.T) []*op {
 	var out []*op
 	for path, item := range doc.Paths.Map() {
+		if len(item.Servers) > 0 {
+			continue // served by another program (the gate)
+		}
 		for method, o := range item.Operations() {
 			p := &op{id: o.OperationID, method: method, path: path, item: item, spec: o}
 			seen := map[string]bool{}
@@ -156,7 +159,7 @@ func match(rs []*route, rawPath string) *route {
 func (r *route) matches(segs []string) bool {
 	for i, s := range r.segs {
 		if s == "{asset}" {
-			return i < len(segs) && strings.Join(segs[i:], "/") != ""
+			return i < len(segs) // the rest of the path, maybe empty
 		}
 		if r.rest && i == len(r.segs)-1 {
 			return i < len(segs)

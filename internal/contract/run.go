@@ -64,7 +64,7 @@ func (t *tally) record(k *kase, a *answer, err error, problems []string) {
 	if a.status >= 500 && !(k.malformed && slices.Contains(framing, a.status)) {
 		t.serverErrs++
 	}
-	if !k.slow && a.took > t.slowest {
+	if !k.slow && !k.malformed && a.took > t.slowest {
 		t.slowest, t.slowestWas = a.took, fmt.Sprintf("case %d (%s %s, %s)", k.n, k.req.method, excerpt([]byte(k.req.target), 60), k.what)
 	}
 	if len(problems) > 0 && a.status >= 500 && len(t.serverFail) < maxFailures {
