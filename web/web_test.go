@@ -315,3 +315,39 @@ func TestOptionalReadinessCheckKeepsTheProcessReady(t *testing.T) {
 	require.False(t, rep.ready)
 	require.Equal(t, "unavailable", rep.results["redis"])
 }
+
+// A client's close is answered with 1000 whatever code it carried, and a
+// close frame RFC 6455 does not allow (one byte, a code no endpoint may
+// send, a reason not UTF-8) with 1002: the client only ever sees the
+// documented codes.
+func TestClientClosesAreAnsweredWithDocumentedCodes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		payload []byte
+		want    int
+	}{
+		{nil, websocket.CloseNormalClosure},
+		{[]byte{0x03, 0xe8}, websocket.CloseNormalClosure},                // 1000
+		{[]byte{0x10, 0xe1, 'b', 'y', 'e'}, websocket.CloseNormalClosure}, // 4321, an application's own
+		{[]byte{0x03, 0xe9}, websocket.CloseNormalClosure},                // 1001
+		{[]byte{0x03}, websocket.CloseProtocolError},                      // one byte
+		{[]byte{0x03, 0xed}, websocket.CloseProtocolError},                // 1005
+		{[]byte{0x03, 0xee}, websocket.CloseProtocolError},                // 1006
+		{[]byte{0x03, 0xe7}, websocket.CloseProtocolError},                // 999
+		{[]byte{0x13, 0x88}, websocket.CloseProtocolError},                // 5000
+		{[]byte{0x03, 0xe8, 0xff}, websocket.CloseProtocolError},          // a reason not UTF-8
+	} {
+		b := setup(t, nil) // its handler takes one connection
+		c, _, err := dial(t, b.url, nil)
+		require.NoError(t, err)
+		// Raw, as gorilla refuses to write a close it considers invalid.
+		frame := append([]byte{0x88, 0x80 | byte(len(tc.payload)), 0, 0, 0, 0}, tc.payload...)
+		_, err = c.NetConn().Write(frame)
+		require.NoError(t, err)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _, err = c.ReadMessage()
+		var ce *websocket.CloseError
+		require.ErrorAs(t, err, &ce, "% x", tc.payload)
+		require.Equal(t, tc.want, ce.Code, "% x", tc.payload)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unicode/utf8"
 )
 
 // WebSocket opcodes (RFC 6455 section 5.2).
@@ -215,10 +216,34 @@ func closePayload(code int, reason string) []byte {
 	return append(binary.BigEndian.AppendUint16(nil, uint16(code)), reason...)
 }
 
-// parseClose reads a received close frame's code and reason.
-func parseClose(p []byte) *peerClosed {
-	if len(p) < 2 {
+// parseClose reads a received close frame's code and reason. A frame RFC
+// 6455 (5.5.1, 7.4) does not allow is a protocol error: one byte, a code
+// no endpoint may send (1005 and 1006 among them), a reason not UTF-8.
+func parseClose(p []byte) error {
+	switch len(p) {
+	case 0:
 		return &peerClosed{code: closeNoStatus}
+	case 1:
+		return protocolError("a close frame of one byte")
 	}
-	return &peerClosed{code: int(binary.BigEndian.Uint16(p)), reason: string(p[2:])}
+	code := int(binary.BigEndian.Uint16(p))
+	if !sendableCloseCode(code) {
+		return protocolError(fmt.Sprintf("close code %d may not be sent", code))
+	}
+	if !utf8.Valid(p[2:]) {
+		return protocolError("a close reason that is not UTF-8")
+	}
+	return &peerClosed{code: code, reason: string(p[2:])}
+}
+
+// sendableCloseCode: the codes an endpoint may put in a close frame (RFC
+// 6455 7.4 and the IANA registry it set up).
+func sendableCloseCode(c int) bool {
+	switch {
+	case c >= 3000 && c <= 4999:
+		return true
+	case c >= 1000 && c <= 1014:
+		return c != 1004 && c != closeNoStatus && c != closeAbnormal
+	}
+	return false
 }

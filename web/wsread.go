@@ -169,8 +169,8 @@ func (c *Conn) finish() {
 }
 
 // readFailed closes the connection after a failed read: with 1009 for an
-// oversized message, 1002 for a broken frame, an echo of the peer's close,
-// or at once when the socket failed.
+// oversized message, 1002 for a broken frame, 1000 answering the peer's
+// close, or at once when the socket failed.
 func (c *Conn) readFailed(err error) {
 	if c.r.err == nil {
 		c.r.err = err
@@ -183,13 +183,15 @@ func (c *Conn) readFailed(err error) {
 	case errors.As(err, &pe):
 		c.Close(closeProtocolError, string(pe))
 	case errors.As(err, &pc):
-		// Answer the peer's close with its code, unless the server
-		// started the closing handshake; the socket can go at once.
+		// Answer the peer's close with 1000, unless the server started
+		// the closing handshake; the socket can go at once. RFC 6455 lets
+		// the answer echo the peer's code, but an echo would show the
+		// client any code it sent (or none), not the documented ones.
 		c.mu.Lock()
 		replied := c.closed
 		c.mu.Unlock()
 		if !replied {
-			c.closeNow(pc.code, "")
+			c.closeNow(closeNormal, "")
 		}
 		c.shutdown()
 	default:
