@@ -69,6 +69,7 @@ func setUp(t testing.TB, base, jwtSecret string) *fixtures {
 	c.must(201, "POST", "/v1/admin/events", admin,
 		`{"id":"cf-quiet","currency":"EUR","startsAt":"2031-02-01T20:00:00Z","sections":[{"id":"A","rows":1,"seatsPerRow":3,"basePrice":100}]}`)
 	c.must(201, "PUT", "/v1/admin/waitingrooms/cf-arena", admin, `{"capacity":100000,"batch":10000}`)
+	c.must(201, "PUT", "/v1/admin/waitingrooms/cf-quiet", admin, `{"capacity":0,"batch":1}`)
 	c.must(201, "POST", "/v1/admin/events/cf-arena/promotions", admin, `{"code":"EARLY","discountBps":1000,"maxUses":1000}`)
 	seatMap := c.must(200, "GET", "/v1/events/cf-arena/seats", nil, "")
 	for _, s := range seatMap["seats"].([]any) {

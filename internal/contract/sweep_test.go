@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,8 +56,8 @@ func testBodyReaders(t *testing.T, s *server) {
 	doc := spectest.OpenAPI(t)
 	gn := &generator{seed: 1, ops: operations(doc), rs: routes(doc), fx: fx, bodyLimit: 1 << 20}
 	k := &checker{doc: doc, routes: gn.rs}
-	w := &wire{addr: strings.TrimPrefix(s.base, "http://")}
-	defer w.close()
+	// Each waits http.body_read_timeout: all at once.
+	var wg sync.WaitGroup
 	for _, o := range gn.ops {
 		if o.spec.RequestBody == nil {
 			continue
@@ -81,15 +82,25 @@ func testBodyReaders(t *testing.T, s *server) {
 				t.Logf("%s %s, a body %s: left out (%s)", o.method, o.path, c.what, why)
 				continue
 			}
-			a, err := w.do(r, 10*time.Second)
-			require.NoError(t, err, "%s %s", o.method, o.path)
-			if a.status != c.status {
-				t.Errorf("%s %s, a body %s: %s, want %d: %s", o.method, o.path, c.what, statusLine(a), c.status, excerpt(a.body, 200))
-				continue
-			}
-			for _, p := range k.check(r, false, a) {
-				t.Errorf("%s %s, a body %s: %s", o.method, o.path, c.what, p)
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w := &wire{addr: strings.TrimPrefix(s.base, "http://")}
+				defer w.close()
+				a, err := w.do(r, 10*time.Second)
+				if err != nil {
+					t.Errorf("%s %s, a body %s: %v", o.method, o.path, c.what, err)
+					return
+				}
+				if a.status != c.status {
+					t.Errorf("%s %s, a body %s: %s, want %d: %s", o.method, o.path, c.what, statusLine(a), c.status, excerpt(a.body, 200))
+					return
+				}
+				for _, p := range k.check(r, false, a) {
+					t.Errorf("%s %s, a body %s: %s", o.method, o.path, c.what, p)
+				}
+			}()
 		}
 	}
+	wg.Wait()
 }

@@ -197,7 +197,7 @@ func (w *wire) roundTrip(r *request) (*answer, error) {
 		w.close()
 	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
 		// A stream does not end: read what comes for a moment, then leave.
-		_ = w.conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_ = w.conn.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 		ans.events = parseSSE(raw)
 		w.close()

@@ -1,0 +1,6 @@
+//go:build race
+
+package contract
+
+// raceFactor scales the memory budget under the race detector.
+const raceFactor = 2
