@@ -31,7 +31,7 @@ var domains = []string{"presence", "viewers", "waitingroom", "booking", "payment
 
 // harnesses are the packages made for tests.
 var harnesses = []string{"app/apptest", "internal/testenv", "internal/spectest", "internal/module/moduletest",
-	"internal/metricscheck", "internal/cluster", "faults"}
+	"internal/metricscheck", "internal/cluster", "internal/contract", "faults"}
 
 // domainOf names the domain module pkg belongs to ("" for none).
 func domainOf(pkg string) string {

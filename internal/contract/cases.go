@@ -279,6 +279,8 @@ func mutateQuery(g *gen, k *kase) bool {
 		add = strings.Join(append(kept, url.QueryEscape(name)+"="+v), "&")
 		query = ""
 		k.what = fmt.Sprintf("query parameter %s=%s", name, excerpt([]byte(v), 40))
+		// A raw space ends the request-target early: a request line net/http refuses.
+		k.malformed = strings.ContainsAny(v, " \t")
 	}
 	if query != "" {
 		add = query + "&" + add

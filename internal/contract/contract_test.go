@@ -3,9 +3,6 @@ package contract
 import (
 	"flag"
 	"fmt"
-	"regexp"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,27 +167,12 @@ func testHTTP(t *testing.T, s *server) {
 
 // excluded names the defect that still fails a case, to keep it out of
 // the run until its fix lands; "" runs it. Every entry names an open
-// defect; remove it with the fix.
+// defect; remove it with the fix. None is open.
 func excluded(k *kase) string {
-	if k.op.id == "adminPromotionCreate" {
-		if m := maxUses.FindSubmatch(k.req.body); m != nil {
-			if n, err := strconv.ParseFloat(string(m[1]), 64); err != nil || n >= 1<<31 {
-				return "admin promotions: maxUses ≥ 2^31 answers 500 (issue 35 item 5)"
-			}
-		}
-		if strings.Contains(k.what, "path parameter event") {
-			return "admin promotions: a NUL or invalid UTF-8 event id answers 500 (issue 35 item 5)"
-		}
-	}
 	return ""
 }
 
-var maxUses = regexp.MustCompile(`"maxUses":\s*(-?[0-9][0-9.eE+-]*)`)
-
 // excludedBodyReader is excluded for the bodies part.
 func excludedBodyReader(o *op, status int) string {
-	if o.id == "demoSignIn" {
-		return "/demo/token reads its body with encoding/json under its own limit: 400 for a body over the limit or late (issue 35 item 6, /demo/token strictness)"
-	}
 	return ""
 }

@@ -162,7 +162,8 @@ func (r *route) matches(segs []string) bool {
 			return i < len(segs) // the rest of the path, maybe empty
 		}
 		if r.rest && i == len(r.segs)-1 {
-			return i < len(segs)
+			// An empty last parameter matches nothing (/v1/presence/users/).
+			return i < len(segs) && strings.Join(segs[i:], "/") != ""
 		}
 		if i >= len(segs) {
 			return false

@@ -49,10 +49,8 @@ func (f *fixtures) hint(rng *rand.Rand, where, name string) (any, bool) {
 	switch name {
 	case "event":
 		if strings.HasPrefix(where, "DELETE ") {
-			// Deleting the fixtures' events would starve the rest of the
-			// run; and the seat map of a deleted event answers 500 until
-			// the process restarts (its layout stays cached: a defect
-			// fixed separately, issue 35 item 3).
+			// Deleting the fixtures' events (or their waiting rooms) would
+			// starve the rest of the run of valid requests.
 			return nil, false
 		}
 		return pick(f.events)
