@@ -76,15 +76,6 @@ func operations(doc *openapi3.T) []*op {
 	return out
 }
 
-func (o *op) param(in, name string) *openapi3.Parameter {
-	for _, p := range o.params {
-		if p.In == in && p.Name == name {
-			return p
-		}
-	}
-	return nil
-}
-
 // route is a document path and its methods, for matching what a request's
 // target reaches.
 type route struct {
