@@ -14,7 +14,7 @@ import (
 // net/http answers some requests itself, before any handler: a head it
 // cannot parse or will not serve (control bytes or a bad name in a field,
 // a missing or malformed Host, two lengths, an unknown transfer coding,
-// an HTTP version other than 1.x, a head over http.max_header_bytes) and
+// an HTTP version other than 1.x, a head over net/http's 1 MiB) and
 // an Expect other than 100-continue. It has no hook for those answers and
 // writes them on the connection in plain text, without a request id. The
 // connections it serves are ours (replayConn), so their writes are looked
