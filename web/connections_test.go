@@ -21,7 +21,7 @@ import (
 
 // serving runs a Server through Serve (the listener caps included) and
 // returns its address.
-func serving(t *testing.T, mutate func(*config.Config), routes func(*Server)) string {
+func serving(t testing.TB, mutate func(*config.Config), routes func(*Server)) string {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Redis.URL = "redis://127.0.0.1:1" // not single-node: loopback is an ordinary client here
