@@ -172,9 +172,10 @@ func originChecker(allowed []string) func(r *http.Request) bool {
 // drops it when it falls silent.
 //
 // The handshake is gorilla's (origin check, refusals in the JSON error
-// shape); the frames are read and written here, on the socket itself:
-// gorilla's reader keeps its own buffer, which may hold part of the next
-// frame, so it cannot be set aside while the connection is idle.
+// shape). Frames are read by gorilla's frame code forked into this package
+// (wsconn_gorilla.go) and written here, on the socket itself: gorilla's
+// Conn keeps its own read buffer, which may hold part of the next frame,
+// so it cannot be set aside while the connection is idle.
 type Conn struct {
 	nc   net.Conn
 	raw  syscall.RawConn // nil: the socket cannot be parked (TLS, parking off)
@@ -208,10 +209,10 @@ type Conn struct {
 
 	// Reading: only the one reader at a time touches r.
 	r           frameReader
-	readerState uint8
 	onMessage   func([]byte)
 	onEnd       func()
 	pollSeq     uint32 // tells this registration's epoll events from a reused fd's
+	readerState uint8
 }
 
 // Declare makes the connection gauge of kind exist at zero before the
@@ -309,6 +310,9 @@ func (s *Sockets) upgrade(c echo.Context, kind string, hold bool) (*Conn, error)
 type closeFrame struct {
 	code   int
 	reason string
+	// now: close the socket once the close frame is written (it answers
+	// the peer's), rather than after a grace for the peer's answer.
+	now bool
 }
 
 // Send queues msg without blocking. A client whose queue is full is too slow
@@ -445,7 +449,11 @@ func (c *Conn) flush() {
 				final = nil
 			}
 			c.mu.Unlock()
-			if final != nil {
+			switch {
+			case final == nil:
+			case final.now:
+				c.closeNow(final.code, final.reason)
+			default:
 				c.Close(final.code, final.reason)
 			}
 			return
@@ -599,6 +607,28 @@ func (c *Conn) Close(code int, reason string) {
 	}
 	// The peer's close reply, read by the reader, closes it sooner.
 	time.AfterFunc(time.Second, c.shutdown)
+}
+
+// closeAfterQueue closes the connection with code once the writer has
+// written what is queued, so the replies to messages read before a
+// failure, or before the peer's close, are not cut off by the close
+// frame. now: close the socket at once after the close frame.
+func (c *Conn) closeAfterQueue(code int, reason string, now bool) {
+	c.mu.Lock()
+	if !c.closed && c.writing {
+		if c.final == nil {
+			c.final = &closeFrame{code: code, reason: reason}
+		}
+		c.final.now = c.final.now || now
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	if now {
+		c.closeNow(code, reason)
+	} else {
+		c.Close(code, reason)
+	}
 }
 
 // closeNow closes the socket without waiting for the peer, after a close

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"unicode/utf8"
 )
 
 // WebSocket opcodes (RFC 6455 section 5.2).
@@ -20,10 +19,11 @@ const (
 
 // Close codes of RFC 6455 that presenced sends without exporting.
 const (
-	closeNormal        = 1000
-	closeProtocolError = 1002
-	closeNoStatus      = 1005
-	closeAbnormal      = 1006
+	closeNormal         = 1000
+	closeProtocolError  = 1002
+	closeNoStatus       = 1005
+	closeAbnormal       = 1006
+	closeInvalidPayload = 1007
 )
 
 // errTooLarge: a client message exceeded the connection's read limit.
@@ -35,6 +35,17 @@ type protocolError string
 
 func (e protocolError) Error() string { return "websocket: " + string(e) }
 
+// invalidPayload is a message that is not what its type says (a text
+// message or close reason that is not UTF-8); the connection is closed
+// with 1007.
+type invalidPayload string
+
+func (e invalidPayload) Error() string { return "websocket: " + string(e) }
+
+// errNeedMore: the frame has not wholly arrived (its header, or all of a
+// control frame); the reader waits for more bytes.
+var errNeedMore = errors.New("websocket: frame not complete")
+
 // peerClosed: the client sent a close frame.
 type peerClosed struct {
 	code   int
@@ -43,102 +54,6 @@ type peerClosed struct {
 
 func (e *peerClosed) Error() string {
 	return fmt.Sprintf("websocket: peer closed with %d %q", e.code, e.reason)
-}
-
-// frameReader cuts client frames out of the bytes read so far. It reads no
-// socket itself: the parked reader fills it with non-blocking reads and
-// Read with blocking ones, so a frame split across reads (or wakes) is
-// completed from where the last read stopped, and several frames in one
-// read are all delivered.
-type frameReader struct {
-	buf []byte // unconsumed bytes are buf[off:]
-	off int
-	// frag gathers a fragmented message; fragOp is its opcode, 0 when none.
-	frag   []byte
-	fragOp byte
-	err    error // sticky: once a read fails, every later one does
-}
-
-type frame struct {
-	op      byte
-	fin     bool
-	payload []byte // unmasked, aliasing the reader's buffer
-}
-
-// next parses the next whole frame, or reports ok=false when more bytes
-// are needed. limit caps a data message, checked as soon as its header
-// arrives, so an oversized frame is refused before its payload is read.
-func (r *frameReader) next(limit int64) (f frame, ok bool, err error) {
-	b := r.buf[r.off:]
-	if len(b) < 2 {
-		return f, false, nil
-	}
-	b0, b1 := b[0], b[1]
-	if b0&0x70 != 0 {
-		return f, false, protocolError("reserved bits set without an extension")
-	}
-	if b1&0x80 == 0 {
-		return f, false, protocolError("client frames must be masked")
-	}
-	f.op, f.fin = b0&0x0f, b0&0x80 != 0
-	n, h := uint64(b1&0x7f), 2
-	switch n {
-	case 126:
-		if len(b) < 4 {
-			return f, false, nil
-		}
-		n, h = uint64(binary.BigEndian.Uint16(b[2:])), 4
-	case 127:
-		if len(b) < 10 {
-			return f, false, nil
-		}
-		n, h = binary.BigEndian.Uint64(b[2:]), 10
-		if n>>63 != 0 {
-			return f, false, protocolError("frame length has its top bit set")
-		}
-	}
-	switch f.op {
-	case opText, opBinary:
-		if r.fragOp != 0 {
-			return f, false, protocolError("a new message started inside a fragmented one")
-		}
-	case opContinuation:
-		if r.fragOp == 0 {
-			return f, false, protocolError("continuation frame without a message to continue")
-		}
-	case opClose, opPing, opPong:
-		if !f.fin || n > 125 {
-			return f, false, protocolError("control frames are at most 125 bytes and not fragmented")
-		}
-	default:
-		return f, false, protocolError(fmt.Sprintf("unknown opcode %d", f.op))
-	}
-	if f.op < opClose && n+uint64(len(r.frag)) > uint64(max(limit, 0)) {
-		return f, false, errTooLarge
-	}
-	end := h + 4 + int(n)
-	if len(b) < end {
-		return f, false, nil
-	}
-	f.payload = b[h+4 : end]
-	mask(b[h:h+4], f.payload)
-	r.off += end
-	return f, true, nil
-}
-
-// mask applies (and removes) the client's masking key.
-func mask(key, p []byte) {
-	if len(p) >= 8 {
-		k := binary.LittleEndian.Uint32(key)
-		k8 := uint64(k) | uint64(k)<<32
-		for len(p) >= 8 {
-			binary.LittleEndian.PutUint64(p, binary.LittleEndian.Uint64(p)^k8)
-			p = p[8:]
-		}
-	}
-	for i := range p {
-		p[i] ^= key[i&3]
-	}
 }
 
 // readBufferBytes is the buffer a read takes from the pool: enough for a
@@ -171,6 +86,9 @@ func (r *frameReader) space() []byte {
 		n := copy(r.buf, r.buf[r.off:])
 		r.buf, r.off = r.buf[:n], 0
 	}
+	// Never short of room in practice: the reader consumes every byte it
+	// can before asking for more, so what waits is less than a control
+	// frame (131 bytes).
 	if cap(r.buf)-len(r.buf) < 512 {
 		grown := make([]byte, len(r.buf), 2*cap(r.buf))
 		copy(grown, r.buf)
@@ -183,7 +101,7 @@ func (r *frameReader) space() []byte {
 // release gives the buffer back when no bytes are waiting in it, so an
 // idle connection holds none.
 func (r *frameReader) release() {
-	if r.buf != nil && r.off == len(r.buf) {
+	if r.buf != nil && int(r.off) == len(r.buf) {
 		putBuf(r.buf)
 		r.buf, r.off = nil, 0
 	}
@@ -214,36 +132,4 @@ func closePayload(code int, reason string) []byte {
 		reason = reason[:123]
 	}
 	return append(binary.BigEndian.AppendUint16(nil, uint16(code)), reason...)
-}
-
-// parseClose reads a received close frame's code and reason. A frame RFC
-// 6455 (5.5.1, 7.4) does not allow is a protocol error: one byte, a code
-// no endpoint may send (1005 and 1006 among them), a reason not UTF-8.
-func parseClose(p []byte) error {
-	switch len(p) {
-	case 0:
-		return &peerClosed{code: closeNoStatus}
-	case 1:
-		return protocolError("a close frame of one byte")
-	}
-	code := int(binary.BigEndian.Uint16(p))
-	if !sendableCloseCode(code) {
-		return protocolError(fmt.Sprintf("close code %d may not be sent", code))
-	}
-	if !utf8.Valid(p[2:]) {
-		return protocolError("a close reason that is not UTF-8")
-	}
-	return &peerClosed{code: code, reason: string(p[2:])}
-}
-
-// sendableCloseCode: the codes an endpoint may put in a close frame (RFC
-// 6455 7.4 and the IANA registry it set up).
-func sendableCloseCode(c int) bool {
-	switch {
-	case c >= 3000 && c <= 4999:
-		return true
-	case c >= 1000 && c <= 1014:
-		return c != 1004 && c != closeNoStatus && c != closeAbnormal
-	}
-	return false
 }

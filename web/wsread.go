@@ -24,8 +24,14 @@ var errWouldBlock = errors.New("no bytes ready")
 // pong_timeout, or a frame is too large (then the peer gets a 1009 close).
 // A connection is read either with Read or with Serve, not both.
 func (c *Conn) Read() ([]byte, error) {
+	_, msg, err := c.read()
+	return msg, err
+}
+
+// read is Read with the message's opcode (text or binary).
+func (c *Conn) read() (byte, []byte, error) {
 	for {
-		msg, ok, err := c.nextMessage()
+		op, msg, ok, err := c.nextMessage()
 		if err == nil && !ok {
 			err = c.fillBlocking()
 			if err == nil {
@@ -34,9 +40,9 @@ func (c *Conn) Read() ([]byte, error) {
 		}
 		if err != nil {
 			c.readFailed(err)
-			return nil, fmt.Errorf("%w: %v", ErrClosed, err)
+			return 0, nil, fmt.Errorf("%w: %v", ErrClosed, err)
 		}
-		return msg, nil
+		return op, msg, nil
 	}
 }
 
@@ -105,7 +111,7 @@ func (c *Conn) wake() {
 // the connection again.
 func (c *Conn) readReady() {
 	for {
-		msg, ok, err := c.nextMessage()
+		_, msg, ok, err := c.nextMessage()
 		if err == nil && !ok {
 			err = c.fillNonBlocking()
 			if err == errWouldBlock {
@@ -169,68 +175,61 @@ func (c *Conn) finish() {
 }
 
 // readFailed closes the connection after a failed read: with 1009 for an
-// oversized message, 1002 for a broken frame, 1000 answering the peer's
-// close, or at once when the socket failed.
+// oversized message, 1002 for a broken frame, 1007 for a text message or
+// close reason that is not UTF-8, 1000 answering the peer's close, or at
+// once when the socket failed. What the handler queued for the messages read
+// before goes out first (closeAfterQueue).
 func (c *Conn) readFailed(err error) {
 	if c.r.err == nil {
 		c.r.err = err
 	}
 	var pe protocolError
+	var ip invalidPayload
 	var pc *peerClosed
 	switch {
 	case errors.Is(err, errTooLarge):
-		c.Close(CloseTooLarge, "message too large")
+		c.closeAfterQueue(CloseTooLarge, "message too large", false)
 	case errors.As(err, &pe):
-		c.Close(closeProtocolError, string(pe))
+		c.closeAfterQueue(closeProtocolError, string(pe), false)
+	case errors.As(err, &ip):
+		c.closeAfterQueue(closeInvalidPayload, string(ip), false)
 	case errors.As(err, &pc):
 		// Answer the peer's close with 1000, unless the server started
-		// the closing handshake; the socket can go at once. RFC 6455 lets
-		// the answer echo the peer's code, but an echo would show the
-		// client any code it sent (or none), not the documented ones.
+		// the closing handshake; the socket can go once the answer is
+		// written. RFC 6455 lets the answer echo the peer's code, but an
+		// echo would show the client any code it sent (or none), not the
+		// documented ones.
 		c.mu.Lock()
 		replied := c.closed
 		c.mu.Unlock()
-		if !replied {
-			c.closeNow(closeNormal, "")
+		if replied {
+			c.shutdown()
+		} else {
+			c.closeAfterQueue(closeNormal, "", true)
 		}
-		c.shutdown()
 	default:
 		c.closeNow(closeAbnormal, "")
-		c.shutdown()
 	}
 }
 
 // nextMessage returns the next data message among the bytes read so far,
 // answering pings and noting pongs on the way; ok=false means more bytes
 // are needed.
-func (c *Conn) nextMessage() (msg []byte, ok bool, err error) {
+func (c *Conn) nextMessage() (op byte, msg []byte, ok bool, err error) {
 	if c.r.err != nil {
-		return nil, false, c.r.err
+		return 0, nil, false, c.r.err
 	}
 	for {
-		f, ok, err := c.r.next(c.limit.Load())
+		op, p, ok, err := c.r.next(c.limit.Load())
 		if err != nil || !ok {
-			return nil, false, err
+			return 0, nil, false, err
 		}
-		c.lastRead.Store(time.Now().UnixNano())
-		switch f.op {
+		switch op {
 		case opPing:
-			_ = c.writeFrame(opPong, f.payload, time.Now().Add(c.s.cfg.WriteTimeout))
+			_ = c.writeFrame(opPong, p, time.Now().Add(c.s.cfg.WriteTimeout))
 		case opPong:
-		case opClose:
-			return nil, false, parseClose(f.payload)
-		case opText, opBinary:
-			if f.fin {
-				return append([]byte(nil), f.payload...), true, nil
-			}
-			c.r.frag, c.r.fragOp = append([]byte(nil), f.payload...), f.op
-		case opContinuation:
-			c.r.frag = append(c.r.frag, f.payload...)
-			if f.fin {
-				msg := c.r.frag
-				c.r.frag, c.r.fragOp = nil, 0
-				return msg, true, nil
-			}
+		default:
+			return op, p, true, nil
 		}
 	}
 }
@@ -241,6 +240,7 @@ func (c *Conn) fillBlocking() error {
 	n, err := c.nc.Read(room)
 	c.r.buf = c.r.buf[:len(c.r.buf)+n]
 	if n > 0 {
+		c.lastRead.Store(time.Now().UnixNano())
 		return nil
 	}
 	if err == nil {
@@ -275,5 +275,6 @@ func (c *Conn) fillNonBlocking() error {
 		return io.EOF
 	}
 	c.r.buf = c.r.buf[:len(c.r.buf)+n]
+	c.lastRead.Store(time.Now().UnixNano())
 	return nil
 }
