@@ -327,15 +327,15 @@ func TestClientClosesAreAnsweredWithDocumentedCodes(t *testing.T) {
 		want    int
 	}{
 		{nil, websocket.CloseNormalClosure},
-		{[]byte{0x03, 0xe8}, websocket.CloseNormalClosure},                // 1000
-		{[]byte{0x10, 0xe1, 'b', 'y', 'e'}, websocket.CloseNormalClosure}, // 4321, an application's own
-		{[]byte{0x03, 0xe9}, websocket.CloseNormalClosure},                // 1001
-		{[]byte{0x03}, websocket.CloseProtocolError},                      // one byte
-		{[]byte{0x03, 0xed}, websocket.CloseProtocolError},                // 1005
-		{[]byte{0x03, 0xee}, websocket.CloseProtocolError},                // 1006
-		{[]byte{0x03, 0xe7}, websocket.CloseProtocolError},                // 999
-		{[]byte{0x13, 0x88}, websocket.CloseProtocolError},                // 5000
-		{[]byte{0x03, 0xe8, 0xff}, websocket.CloseProtocolError},          // a reason not UTF-8
+		{[]byte{0x03, 0xe8}, websocket.CloseNormalClosure},                 // 1000
+		{[]byte{0x10, 0xe1, 'b', 'y', 'e'}, websocket.CloseNormalClosure},  // 4321, an application's own
+		{[]byte{0x03, 0xe9}, websocket.CloseNormalClosure},                 // 1001
+		{[]byte{0x03}, websocket.CloseProtocolError},                       // one byte
+		{[]byte{0x03, 0xed}, websocket.CloseProtocolError},                 // 1005
+		{[]byte{0x03, 0xee}, websocket.CloseProtocolError},                 // 1006
+		{[]byte{0x03, 0xe7}, websocket.CloseProtocolError},                 // 999
+		{[]byte{0x13, 0x88}, websocket.CloseProtocolError},                 // 5000
+		{[]byte{0x03, 0xe8, 0xff}, websocket.CloseInvalidFramePayloadData}, // a reason not UTF-8
 	} {
 		b := setup(t, nil) // its handler takes one connection
 		c, _, err := dial(t, b.url, nil)
