@@ -13,7 +13,7 @@ import (
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
 )
 
 // partHost is the module.Host of one starting part: it hands out only the
@@ -27,7 +27,7 @@ type partHost struct {
 var _ module.Host = (*partHost)(nil)
 
 func (h *partHost) Routes() *echo.Group            { return h.a.Routes() }
-func (h *partHost) Sockets() *web.Sockets          { return h.a.Server.Sockets }
+func (h *partHost) Sockets() *socket.Sockets       { return h.a.Server.Sockets }
 func (h *partHost) Users() (*auth.Verifier, error) { return h.a.Users() }
 func (h *partHost) RequireAPIKey() echo.MiddlewareFunc {
 	return auth.RequireAPIKey(h.a.Config.Auth.APIKey)

@@ -13,7 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/internal/outbox"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // The operator's reads of events: what exists, whether it is on sale, how
@@ -180,13 +180,13 @@ func (h *holdsPlane) listEvents(c echo.Context) error {
 	if s := c.QueryParam("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > eventPageMax {
-			return web.BadRequest("limit must be an integer within 1..%d", eventPageMax)
+			return wire.BadRequest("limit must be an integer within 1..%d", eventPageMax)
 		}
 		limit = n
 	}
 	after := c.QueryParam("after")
 	if after != "" && !validEventID(after) {
-		return web.BadRequest("after must be an event id")
+		return wire.BadRequest("after must be an event id")
 	}
 	evs, err := listEvents(c.Request().Context(), h.db, after, limit, nowFunc())
 	if err != nil {
@@ -203,11 +203,11 @@ func (h *holdsPlane) listEvents(c echo.Context) error {
 func (h *holdsPlane) getEvent(c echo.Context) error {
 	// An id no event can have (PostgreSQL would refuse a NUL) names none.
 	if !validEventID(c.Param("event")) {
-		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+		return wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 	}
 	v, err := loadEvent(c.Request().Context(), h.db, c.Param("event"), nowFunc())
 	if errors.Is(err, errNoEvent) {
-		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+		return wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 	}
 	if err != nil {
 		return storeError("read event", err)
@@ -219,14 +219,14 @@ func (h *holdsPlane) getEvent(c echo.Context) error {
 func (h *holdsPlane) deleteEvent(c echo.Context) error {
 	id := c.Param("event")
 	if !validEventID(id) {
-		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+		return wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 	}
 	err := deleteEvent(c.Request().Context(), h.db, id)
 	switch {
 	case errors.Is(err, errNoEvent):
-		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+		return wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 	case errors.Is(err, errEventInUse):
-		return web.Errorf(http.StatusConflict, "event_in_use",
+		return wire.Errorf(http.StatusConflict, "event_in_use",
 			"the event has reservations pending payment or paid, or payment records: it cannot be deleted")
 	case err != nil:
 		return storeError("delete event", err)

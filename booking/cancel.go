@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 var nowFunc = time.Now
@@ -26,7 +26,7 @@ func (h *holdsPlane) Cancel(ctx context.Context, id, user string) (*Reservation,
 	r, err := endReservation(ctx, tx, id, StatusCancelled, false, user)
 	switch {
 	case errors.Is(err, errNoReservation):
-		return nil, web.Errorf(http.StatusNotFound, "not_found", "no such reservation")
+		return nil, wire.Errorf(http.StatusNotFound, "not_found", "no such reservation")
 	case errors.Is(err, errNotPending):
 		cur, lerr := loadReservation(ctx, tx, id, user)
 		if lerr != nil {
@@ -35,7 +35,7 @@ func (h *holdsPlane) Cancel(ctx context.Context, id, user string) (*Reservation,
 		if cur.Status == StatusCancelled {
 			return cur, nil
 		}
-		return nil, web.Errorf(http.StatusConflict, "not_cancellable", "the reservation is %s", cur.Status)
+		return nil, wire.Errorf(http.StatusConflict, "not_cancellable", "the reservation is %s", cur.Status)
 	case err != nil:
 		return nil, storeError("cancel", err)
 	}

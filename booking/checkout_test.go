@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // The checkout port payments calls: a pending hold becomes PAID with its
@@ -126,7 +126,7 @@ func TestCheckoutPortWithStays(t *testing.T) {
 	}
 	require.ErrorIs(t, settle(func(tx pgx.Tx) error { return m.MarkPaid(ctx, tx, paid.ID) }), ErrNotPending, "paid twice")
 	_, err = b.stays.Cancel(ctx, paid.ID, b.uid("payer"))
-	require.Equal(t, 409, err.(*web.Error).Status, "a paid stay is not cancellable")
+	require.Equal(t, 409, err.(*wire.Error).Status, "a paid stay is not cancellable")
 	require.ErrorIs(t, settle(func(tx pgx.Tx) error {
 		_, err := m.ReleaseCheckout(ctx, tx, paid.ID)
 		return err

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // The first round trip of a hold reads, without locking anything, what
@@ -224,7 +224,7 @@ func scanRead(res pgx.BatchResults, in holdInput) (*holdView, error) {
 func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult, error) {
 	if v.stored != nil {
 		if string(v.stored.fingerprint) != string(fp) {
-			return nil, web.Errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			return nil, wire.Errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
 				"this Idempotency-Key was used with a different request")
 		}
 		r := v.stored.result
@@ -233,11 +233,11 @@ func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult,
 	}
 	switch {
 	case v.event == nil:
-		return nil, web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+		return nil, wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 	case !v.open:
-		return nil, web.Errorf(http.StatusConflict, "sale_closed", "the sale of this event is not open")
+		return nil, wire.Errorf(http.StatusConflict, "sale_closed", "the sale of this event is not open")
 	case v.pendingID != "" && !v.pendingDue:
-		e := web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
+		e := wire.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
 		e.Details = map[string]any{"reservation": v.pendingID}
 		return nil, e
 	}
@@ -252,7 +252,7 @@ func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult,
 		}
 	}
 	if len(unknown) > 0 {
-		e := web.BadRequest("seats %v are not seats of this event", unknown)
+		e := wire.BadRequest("seats %v are not seats of this event", unknown)
 		e.Code, e.Details = "unknown_seats", map[string]any{"seats": unknown}
 		return nil, e
 	}
@@ -262,9 +262,9 @@ func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult,
 	if in.PromoCode != "" {
 		switch p := v.promo; {
 		case p == nil || p.expired:
-			return nil, web.Errorf(http.StatusUnprocessableEntity, "invalid_promo_code", "no such promotion code for this event")
+			return nil, wire.Errorf(http.StatusUnprocessableEntity, "invalid_promo_code", "no such promotion code for this event")
 		case p.used >= p.maxUses:
-			return nil, web.Errorf(http.StatusConflict, "promotion_exhausted", "this promotion has no uses left")
+			return nil, wire.Errorf(http.StatusConflict, "promotion_exhausted", "this promotion has no uses left")
 		}
 	}
 	return nil, nil
@@ -304,8 +304,8 @@ type occupancy struct {
 	total, taken int64
 }
 
-func seatsTaken(seats []int64) *web.Error {
-	e := web.Errorf(http.StatusConflict, "seats_unavailable", "seats %v are not available", seats)
+func seatsTaken(seats []int64) *wire.Error {
+	e := wire.Errorf(http.StatusConflict, "seats_unavailable", "seats %v are not available", seats)
 	e.Details = map[string]any{"seats": seats}
 	return e
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 func TestHoldFreezesPricesAndHoldsSeats(t *testing.T) {
@@ -73,7 +73,7 @@ func TestHoldRefusals(t *testing.T) {
 		if err == nil {
 			return 201
 		}
-		e, ok := err.(*web.Error)
+		e, ok := err.(*wire.Error)
 		require.True(t, ok, "%v", err)
 		return e.Status
 	}
@@ -142,7 +142,7 @@ func TestOnePendingCheckoutPerUser(t *testing.T) {
 	require.Equal(t, 201, status)
 	status, _, err = b.hold(t, event, "erin", "k2", []int64{seats[1]}, "")
 	require.Equal(t, 409, status)
-	require.Equal(t, "pending_checkout", err.(*web.Error).Code)
+	require.Equal(t, "pending_checkout", err.(*wire.Error).Code)
 	_, err = b.holds.Cancel(context.Background(), first.ID, b.uid("erin"))
 	require.NoError(t, err)
 	status, _, err = b.hold(t, event, "erin", "k3", []int64{seats[1]}, "")
@@ -250,8 +250,8 @@ func TestIdempotency(t *testing.T) {
 	changed.Seats = []int64{seats[1], seats[3]}
 	_, err = b.holds.Hold(ctx, changed)
 	require.Error(t, err)
-	require.Equal(t, 422, err.(*web.Error).Status)
-	require.Equal(t, "idempotency_key_reused", err.(*web.Error).Code)
+	require.Equal(t, 422, err.(*wire.Error).Status)
+	require.Equal(t, "idempotency_key_reused", err.(*wire.Error).Code)
 
 	var n int
 	require.NoError(t, b.db.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE user_id = $1`, b.uid("fay")).Scan(&n))
@@ -269,7 +269,7 @@ func TestConcurrentIdenticalRetriesExecuteOnce(t *testing.T) {
 	statuses := race(t, 20, func(int) int {
 		res, err := b.holds.Hold(context.Background(), in)
 		if err != nil {
-			return err.(*web.Error).Status
+			return err.(*wire.Error).Status
 		}
 		mu.Lock()
 		bodies[string(res.Body)]++

@@ -9,7 +9,7 @@ import (
 
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/validate"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Routes mounts the booking plane. users authenticates buyers; admin guards
@@ -38,7 +38,7 @@ func (h *holdsPlane) postHold(c echo.Context) error {
 	defer func() { timer.Observe(nowFunc().Sub(start).Seconds()) }()
 
 	var body holdBody
-	if err := web.DecodeBody(c, &body); err != nil {
+	if err := wire.DecodeBody(c, &body); err != nil {
 		status = http.StatusBadRequest
 		return err
 	}
@@ -51,7 +51,7 @@ func (h *holdsPlane) postHold(c echo.Context) error {
 		PromoCode: body.PromoCode,
 	})
 	if err != nil {
-		var apiErr *web.Error
+		var apiErr *wire.Error
 		if errors.As(err, &apiErr) {
 			status = apiErr.Status
 		}
@@ -71,7 +71,7 @@ func (h *holdsPlane) getReservation(c echo.Context) error {
 	}
 	res, err := loadReservation(c.Request().Context(), h.db, id, auth.UserID(c))
 	if errors.Is(err, errNoReservation) {
-		return web.Errorf(http.StatusNotFound, "not_found", "no such reservation")
+		return wire.Errorf(http.StatusNotFound, "not_found", "no such reservation")
 	}
 	if err != nil {
 		return storeError("read reservation", err)
@@ -96,22 +96,22 @@ func reservationID(c echo.Context) (string, error) {
 	// braces, which PostgreSQL refuses (a 500 before).
 	id, err := validate.UUID("reservation id", c.Param("id"))
 	if err != nil {
-		return "", web.Errorf(http.StatusNotFound, "not_found", "no such reservation")
+		return "", wire.Errorf(http.StatusNotFound, "not_found", "no such reservation")
 	}
 	return id, nil
 }
 
 func (h *holdsPlane) postEvent(c echo.Context) error {
 	var spec EventSpec
-	if err := web.DecodeBody(c, &spec); err != nil {
+	if err := wire.DecodeBody(c, &spec); err != nil {
 		return err
 	}
 	sum, err := CreateEvent(c.Request().Context(), h.db, spec)
 	switch {
 	case errors.Is(err, ErrEventExists):
-		return web.Errorf(http.StatusConflict, "event_exists", "an event with this id exists")
+		return wire.Errorf(http.StatusConflict, "event_exists", "an event with this id exists")
 	case errors.Is(err, ErrInvalidEvent):
-		return web.Errorf(http.StatusUnprocessableEntity, "invalid_event", "%s", err.Error())
+		return wire.Errorf(http.StatusUnprocessableEntity, "invalid_event", "%s", err.Error())
 	case err != nil:
 		return err
 	}
@@ -120,17 +120,17 @@ func (h *holdsPlane) postEvent(c echo.Context) error {
 
 func (h *holdsPlane) postPromotion(c echo.Context) error {
 	var spec PromotionSpec
-	if err := web.DecodeBody(c, &spec); err != nil {
+	if err := wire.DecodeBody(c, &spec); err != nil {
 		return err
 	}
 	err := CreatePromotion(c.Request().Context(), h.db, c.Param("event"), spec)
 	switch {
 	case errors.Is(err, errNoEvent):
-		return web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+		return wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 	case errors.Is(err, ErrEventExists):
-		return web.Errorf(http.StatusConflict, "promotion_exists", "this promotion code exists")
+		return wire.Errorf(http.StatusConflict, "promotion_exists", "this promotion code exists")
 	case errors.Is(err, ErrInvalidPromotion):
-		return web.Errorf(http.StatusUnprocessableEntity, "invalid_promotion", "%s", err.Error())
+		return wire.Errorf(http.StatusUnprocessableEntity, "invalid_promotion", "%s", err.Error())
 	case err != nil:
 		return err
 	}

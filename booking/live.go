@@ -17,7 +17,8 @@ import (
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/outbox"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Live seat-map messages. Browsers get invalidations, never deltas: "section
@@ -37,13 +38,13 @@ type invalidation struct {
 // RoutesLive mounts GET /v1/events/:event/live: an SSE stream, or a
 // WebSocket when the request asks to upgrade. ?section=A,B narrows it.
 // admin guards the switch that pauses an event's pushes.
-func (s *seatMap) RoutesLive(g *echo.Group, h *hub.Hub, sockets *web.Sockets, admin echo.MiddlewareFunc) {
+func (s *seatMap) RoutesLive(g *echo.Group, h *hub.Hub, sockets *socket.Sockets, admin echo.MiddlewareFunc) {
 	sockets.Endpoint(g.GET("/v1/events/:event/live", func(c echo.Context) error { return s.live(c, h, sockets) }))
 	g.GET("/v1/admin/events/:event/live", s.getLivePause, admin)
 	g.PUT("/v1/admin/events/:event/live", func(c echo.Context) error { return s.putLivePause(c, h) }, admin)
 }
 
-func (s *seatMap) live(c echo.Context, h *hub.Hub, sockets *web.Sockets) error {
+func (s *seatMap) live(c echo.Context, h *hub.Hub, sockets *socket.Sockets) error {
 	ctx := c.Request().Context()
 	l, err := s.layoutOf(ctx, c.Param("event"))
 	if err != nil {
@@ -69,27 +70,27 @@ func (s *seatMap) live(c echo.Context, h *hub.Hub, sockets *web.Sockets) error {
 	if err != nil {
 		return err
 	}
-	if err := st.Send(web.SSEEvent{Event: "reset", Data: resetMessage}); err != nil {
+	if err := st.Send(socket.SSEEvent{Event: "reset", Data: resetMessage}); err != nil {
 		st.Close()
 		return nil
 	}
 	if paused := s.pausedNotice(ctx, l.event); paused != nil {
-		if err := st.Send(web.SSEEvent{Event: "paused", Data: paused}); err != nil {
+		if err := st.Send(socket.SSEEvent{Event: "paused", Data: paused}); err != nil {
 			st.Close()
 			return nil
 		}
 	}
-	return st.Serve(q, func(m hub.Message) (web.SSEEvent, bool) {
+	return st.Serve(q, func(m hub.Message) (socket.SSEEvent, bool) {
 		if m.Resync {
-			return web.SSEEvent{Event: "reset", Data: resetMessage}, true
+			return socket.SSEEvent{Event: "reset", Data: resetMessage}, true
 		}
-		return web.SSEEvent{Event: liveEventName(m.Payload), Data: m.Payload}, true
+		return socket.SSEEvent{Event: liveEventName(m.Payload), Data: m.Payload}, true
 	})
 }
 
 // liveConn forwards invalidations to a WebSocket, turning a resync notice
 // into a reset.
-type liveConn struct{ *web.Conn }
+type liveConn struct{ *socket.Conn }
 
 func (lc liveConn) Deliver(m hub.Message) {
 	if m.Resync {
@@ -99,7 +100,7 @@ func (lc liveConn) Deliver(m hub.Message) {
 	lc.Send(m.Payload)
 }
 
-func (s *seatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *web.Sockets, event string, topics []string) error {
+func (s *seatMap) liveSocket(c echo.Context, h *hub.Hub, sockets *socket.Sockets, event string, topics []string) error {
 	conn, err := sockets.Upgrade(c, "seatmap")
 	if err != nil {
 		return err // a refused handshake is answered already; a draining server's 503 is not
@@ -126,7 +127,7 @@ func subscribeAll(ctx context.Context, h *hub.Hub, topics []string, sub hub.Subs
 	for i, t := range topics {
 		if err := h.Subscribe(ctx, t, sub); err != nil {
 			unsubscribeAll(h, topics[:i], sub)
-			return web.Unavailable(2*time.Second, "live updates unavailable; retry")
+			return wire.Unavailable(2*time.Second, "live updates unavailable; retry")
 		}
 	}
 	return nil
@@ -149,7 +150,7 @@ func (l *layout) selectSections(filter string) ([]string, error) {
 	var out []string
 	for _, id := range strings.Split(filter, ",") {
 		if l.sectionIndex(id) < 0 {
-			return nil, web.Errorf(http.StatusNotFound, "section_not_found", "no section %q in this event", id)
+			return nil, wire.Errorf(http.StatusNotFound, "section_not_found", "no section %q in this event", id)
 		}
 		out = append(out, id)
 	}

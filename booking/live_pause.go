@@ -16,7 +16,7 @@ import (
 
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Pausing an event's live pushes is rung 2 of the load-shedding ladder
@@ -57,7 +57,7 @@ func (s *seatMap) getLivePause(c echo.Context) error {
 	}
 	pollMs, paused, err := s.livePaused(ctx, l.event)
 	if err != nil {
-		return web.Unavailable(time.Second, "the live switch cannot be read right now")
+		return wire.Unavailable(time.Second, "the live switch cannot be read right now")
 	}
 	if !paused {
 		pollMs = 0
@@ -72,16 +72,16 @@ func (s *seatMap) putLivePause(c echo.Context, h *hub.Hub) error {
 		return err
 	}
 	var req LivePause
-	if err := web.DecodeBody(c, &req); err != nil {
+	if err := wire.DecodeBody(c, &req); err != nil {
 		return err
 	}
 	switch {
 	case req.Paused == nil:
-		return web.BadRequest(`"paused" (true or false) is required`)
+		return wire.BadRequest(`"paused" (true or false) is required`)
 	case req.PollMs != 0 && (req.PollMs < minLivePollMs || req.PollMs > maxLivePollMs):
-		return web.BadRequest(`"pollMs" must be between %d and %d`, minLivePollMs, maxLivePollMs)
+		return wire.BadRequest(`"pollMs" must be between %d and %d`, minLivePollMs, maxLivePollMs)
 	case !*req.Paused && req.PollMs != 0:
-		return web.BadRequest(`"pollMs" applies only when pausing`)
+		return wire.BadRequest(`"pollMs" applies only when pausing`)
 	}
 	value, msg := "", resetMessage
 	if *req.Paused {
@@ -97,7 +97,7 @@ func (s *seatMap) putLivePause(c echo.Context, h *hub.Hub) error {
 	}
 	if err := livePauseScript.Run(ctx, s.rdb, []string{s.keys.livePause(l.event)}, args...).Err(); err != nil {
 		s.log.Warn("live pause switch", "event", l.event, "paused", *req.Paused, "err", err)
-		return web.Unavailable(time.Second, "the live switch cannot be set right now; retry")
+		return wire.Unavailable(time.Second, "the live switch cannot be set right now; retry")
 	}
 	s.log.Info("live seat-map pushes switched", "event", l.event, "paused", *req.Paused, "pollMs", req.PollMs)
 	return c.JSON(http.StatusOK, req)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 var (
@@ -93,7 +93,7 @@ type seatInfo struct {
 	basePrice int64
 }
 
-var errUnknownEvent = web.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+var errUnknownEvent = wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
 
 // errStaleLayout: the event this process knows was deleted, perhaps
 // created again, since its layout was loaded.
@@ -114,7 +114,7 @@ func (s *seatMap) current(ctx context.Context, event string) (*layout, []byte, e
 		}
 		s.forget(l)
 		if retried {
-			return nil, nil, web.Unavailable(time.Second, "the event is being recreated; retry")
+			return nil, nil, wire.Unavailable(time.Second, "the event is being recreated; retry")
 		}
 	}
 }
@@ -242,7 +242,7 @@ func (s *seatMap) states(ctx context.Context, l *layout) ([]byte, error) {
 			s.m.fillContention.Inc()
 		}
 		if !time.Now().Before(deadline) {
-			return nil, web.Unavailable(time.Second, "the seat map is being refreshed; retry")
+			return nil, wire.Unavailable(time.Second, "the seat map is being refreshed; retry")
 		}
 		select {
 		case <-ctx.Done():

@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // seatOrder documents the fixed order of seats in maps and bitmaps.
@@ -30,7 +30,7 @@ func (s *seatMap) getSeats(c echo.Context) error {
 	if sec := c.QueryParam("section"); sec != "" {
 		i := l.sectionIndex(sec)
 		if i < 0 {
-			return web.Errorf(http.StatusNotFound, "section_not_found", "no section %q in this event", sec)
+			return wire.Errorf(http.StatusNotFound, "section_not_found", "no section %q in this event", sec)
 		}
 		from, n = l.sections[i].first, l.sections[i].count
 	}

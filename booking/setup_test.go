@@ -18,7 +18,7 @@ import (
 	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -139,7 +139,7 @@ func (b *bundle) hold(t *testing.T, event, user, key string, seats []int64, prom
 	pass := b.desk.admit(event, user)
 	res, err := b.holds.Hold(context.Background(), holdInput{User: user, Event: event, Pass: pass, Key: key, Seats: seats, PromoCode: promo})
 	if err != nil {
-		if e, ok := err.(*web.Error); ok {
+		if e, ok := err.(*wire.Error); ok {
 			return e.Status, nil, err
 		}
 		return http.StatusInternalServerError, nil, err

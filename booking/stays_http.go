@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/internal/auth"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Routes mounts stay holds and hotel administration. Reservations of stays
@@ -27,7 +27,7 @@ func (s *staysPlane) postStayHold(c echo.Context) error {
 		s.sm.holdDuration.Observe(nowFunc().Sub(start).Seconds())
 	}()
 	var body StayHoldRequest
-	if err := web.DecodeBody(c, &body); err != nil {
+	if err := wire.DecodeBody(c, &body); err != nil {
 		status = http.StatusBadRequest
 		return err
 	}
@@ -39,7 +39,7 @@ func (s *staysPlane) postStayHold(c echo.Context) error {
 		Req:   body,
 	})
 	if err != nil {
-		var apiErr *web.Error
+		var apiErr *wire.Error
 		if errors.As(err, &apiErr) {
 			status = apiErr.Status
 		}
@@ -54,15 +54,15 @@ func (s *staysPlane) postStayHold(c echo.Context) error {
 
 func (s *staysPlane) postHotel(c echo.Context) error {
 	var spec HotelSpec
-	if err := web.DecodeBody(c, &spec); err != nil {
+	if err := wire.DecodeBody(c, &spec); err != nil {
 		return err
 	}
 	sum, err := CreateHotel(c.Request().Context(), s.db, spec)
 	switch {
 	case errors.Is(err, ErrHotelExists):
-		return web.Errorf(http.StatusConflict, "hotel_exists", "a hotel with this id exists")
+		return wire.Errorf(http.StatusConflict, "hotel_exists", "a hotel with this id exists")
 	case errors.Is(err, ErrInvalidHotel):
-		return web.Errorf(http.StatusUnprocessableEntity, "invalid_hotel", "%s", err.Error())
+		return wire.Errorf(http.StatusUnprocessableEntity, "invalid_hotel", "%s", err.Error())
 	case err != nil:
 		return storeError("create hotel", err)
 	}
@@ -75,19 +75,19 @@ type ratesBody struct {
 
 func (s *staysPlane) putRates(c echo.Context) error {
 	var body ratesBody
-	if err := web.DecodeBody(c, &body); err != nil {
+	if err := wire.DecodeBody(c, &body); err != nil {
 		return err
 	}
 	hotel := c.Param("hotel")
 	if !validEventID(hotel) {
-		return web.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
+		return wire.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
 	}
 	n, err := SetRates(c.Request().Context(), s.db, hotel, body.Rates)
 	switch {
 	case errors.Is(err, errNoHotel):
-		return web.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
+		return wire.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
 	case errors.Is(err, ErrInvalidRates):
-		return web.Errorf(http.StatusUnprocessableEntity, "invalid_rates", "%s", err.Error())
+		return wire.Errorf(http.StatusUnprocessableEntity, "invalid_rates", "%s", err.Error())
 	case err != nil:
 		return storeError("set rates", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // A stay holds every night at prices frozen per night (the calendar where
@@ -57,7 +57,7 @@ func TestStayHoldFreezesNightlyPrices(t *testing.T) {
 	req.Guests = 2
 	status, _, err = b.holdStay(t, hotel, "ana", "k1", req)
 	require.Equal(t, http.StatusUnprocessableEntity, status, "%v", err)
-	require.Equal(t, "idempotency_key_reused", err.(*web.Error).Code)
+	require.Equal(t, "idempotency_key_reused", err.(*wire.Error).Code)
 
 	var events int
 	require.NoError(t, b.db.QueryRow(context.Background(),
@@ -81,7 +81,7 @@ func TestStayRefusals(t *testing.T) {
 		if err == nil {
 			return status, ""
 		}
-		return status, err.(*web.Error).Code
+		return status, err.(*wire.Error).Code
 	}
 	cases := []struct {
 		name   string
@@ -143,7 +143,7 @@ func TestStayBehindAWaitingRoom(t *testing.T) {
 	hotel, _ := b.hotel(t, "std:2x2@10000", func(s *HotelSpec) { s.WaitingRoom = true })
 	req := StayHoldRequest{RoomType: "std", CheckIn: night(3), CheckOut: night(4), Rooms: 1}
 	_, err := b.stays.HoldStay(context.Background(), stayInput{User: b.uid("cy"), Hotel: hotel, Key: "k", Req: req})
-	require.Equal(t, 403, err.(*web.Error).Status, "no pass")
+	require.Equal(t, 403, err.(*wire.Error).Status, "no pass")
 	status, r, err := b.holdStay(t, hotel, "cy", "k", req)
 	require.NoError(t, err)
 	require.Equal(t, 201, status)
@@ -251,6 +251,6 @@ func TestStayExpiryAndCancelGiveEveryNightBack(t *testing.T) {
 	require.NoError(t, err, "cancelling a cancelled stay answers its state")
 	require.Equal(t, StatusCancelled, again.Status)
 	_, err = b.stays.Cancel(context.Background(), r.ID, b.uid("dee"))
-	require.Equal(t, 409, err.(*web.Error).Status, "an expired stay is not cancellable")
+	require.Equal(t, 409, err.(*wire.Error).Status, "an expired stay is not cancellable")
 	b.requireInventoryAgrees(t, hotel)
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // storeError maps PostgreSQL failures to a retryable 503 (lock and
@@ -20,7 +20,7 @@ import (
 // connections, lost connections) or, for constraint violations that mean
 // "taken", a 409. Anything else is a 500.
 func storeError(what string, err error) error {
-	var apiErr *web.Error
+	var apiErr *wire.Error
 	if errors.As(err, &apiErr) {
 		return err
 	}
@@ -28,38 +28,38 @@ func storeError(what string, err error) error {
 	// own PgError (57P03 "the database system is starting up"), which is
 	// no bug of ours.
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.SafeToRetry(err) || isConnError(err) {
-		return web.Unavailable(time.Second, "the database is unavailable; retry")
+		return wire.Unavailable(time.Second, "the database is unavailable; retry")
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		if retryableState(pgErr.Code) {
-			return web.Unavailable(time.Second, "the database is busy; retry")
+			return wire.Unavailable(time.Second, "the database is busy; retry")
 		}
 		switch pgErr.Code {
 		case "23505":
 			switch pgErr.ConstraintName {
 			case "one_live_owner_per_seat":
-				return web.Errorf(http.StatusConflict, "seats_unavailable", "a seat of the cart was taken")
+				return wire.Errorf(http.StatusConflict, "seats_unavailable", "a seat of the cart was taken")
 			case "one_active_checkout":
-				return web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
+				return wire.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
 			case "promotion_uses_pkey":
-				return web.Errorf(http.StatusConflict, "promotion_already_used", "you already used this promotion code")
+				return wire.Errorf(http.StatusConflict, "promotion_already_used", "you already used this promotion code")
 			case "one_active_stay_checkout":
-				return web.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress at this hotel")
+				return wire.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress at this hotel")
 			}
 		case "23514":
 			switch pgErr.ConstraintName {
 			case "room_nights_no_overbooking":
 				// The database refused an overbooking the code let through.
-				return web.Errorf(http.StatusConflict, "rooms_unavailable", "not enough rooms free on every night")
+				return wire.Errorf(http.StatusConflict, "rooms_unavailable", "not enough rooms free on every night")
 			case "seat_held_only_when_available":
 				// A seat read free was taken (or blocked) before the write.
 				if seat, err := strconv.ParseInt(pgErr.Detail, 10, 64); err == nil {
 					return seatsTaken([]int64{seat})
 				}
-				return web.Errorf(http.StatusConflict, "seats_unavailable", "a seat of the cart was taken")
+				return wire.Errorf(http.StatusConflict, "seats_unavailable", "a seat of the cart was taken")
 			case "promotion_within_cap":
-				return web.Errorf(http.StatusConflict, "promotion_exhausted", "this promotion has no uses left")
+				return wire.Errorf(http.StatusConflict, "promotion_exhausted", "this promotion has no uses left")
 			}
 		}
 		return fmt.Errorf("%s: %w", what, err)

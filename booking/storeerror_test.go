@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // startingPostgres answers every connection as a PostgreSQL server that is
@@ -65,7 +65,7 @@ func TestStoreErrorRestartingDatabaseIs503(t *testing.T) {
 	require.True(t, errors.As(err, &pgErr), "the refusal carries the server's error: %v", err)
 	require.Equal(t, "57P03", pgErr.Code)
 
-	var apiErr *web.Error
+	var apiErr *wire.Error
 	require.True(t, errors.As(storeError("begin hold", err), &apiErr), "mapped to an API error, not a 500: %v", err)
 	require.Equal(t, http.StatusServiceUnavailable, apiErr.Status)
 	require.Positive(t, apiErr.RetryAfter)
@@ -74,13 +74,13 @@ func TestStoreErrorRestartingDatabaseIs503(t *testing.T) {
 func TestStoreErrorRetryableStates(t *testing.T) {
 	t.Parallel()
 	for _, code := range []string{"57P01", "57P02", "57P03", "08006", "08001", "53300", "53200", "55P03", "57014", "40001", "40P01"} {
-		var apiErr *web.Error
+		var apiErr *wire.Error
 		err := storeError("x", &pgconn.PgError{Code: code})
 		require.Truef(t, errors.As(err, &apiErr), "%s: %v", code, err)
 		require.Equalf(t, http.StatusServiceUnavailable, apiErr.Status, "%s", code)
 	}
 	for _, code := range []string{"22P02", "42601", "23503"} {
-		var apiErr *web.Error
+		var apiErr *wire.Error
 		require.Falsef(t, errors.As(storeError("x", &pgconn.PgError{Code: code}), &apiErr), "%s is a bug, not a retry", code)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/presenced/presenced/internal/outbox"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // fingerprint identifies a hold request for the idempotency check: the same
@@ -99,10 +99,10 @@ func freeze(ev eventRow, seats []seatRow, occ []occupancy, promo *promotionRow) 
 	for i, s := range seats {
 		q, err := priceSeat(s.basePrice, surge[s.section], discountBps)
 		if err != nil {
-			return nil, 0, web.Errorf(http.StatusUnprocessableEntity, "price_error", "the price of seat %d cannot be computed", s.id)
+			return nil, 0, wire.Errorf(http.StatusUnprocessableEntity, "price_error", "the price of seat %d cannot be computed", s.id)
 		}
 		if total, err = addPrice(total, q.Price); err != nil {
-			return nil, 0, web.Errorf(http.StatusUnprocessableEntity, "price_error", "the cart total overflows")
+			return nil, 0, wire.Errorf(http.StatusUnprocessableEntity, "price_error", "the cart total overflows")
 		}
 		items[i] = Item{Seat: s.id, Section: s.section, Row: s.row, Number: s.num, BasePrice: s.basePrice,
 			SurgeBps: surge[s.section], Discount: q.Discount, Price: q.Price, Status: SeatHeld}

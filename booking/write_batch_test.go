@@ -16,7 +16,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/batch"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // heldWrites runs holds at once, each in its own goroutine, and collects
@@ -47,7 +47,7 @@ func (hw *heldWrites) start(name, event, user, key string, seats []int64) {
 		defer hw.wg.Done()
 		res, err := hw.b.holds.Hold(context.Background(), holdInput{User: user, Event: event, Pass: pass, Key: key, Seats: seats})
 		a := holdAnswer{status: res.Status, result: res, err: err}
-		var e *web.Error
+		var e *wire.Error
 		if errors.As(err, &e) {
 			a.status = e.Status
 		}
@@ -239,7 +239,7 @@ func TestAHoldWhoseRequestEndsWhileQueuedIsNotWritten(t *testing.T) {
 			queued(2)
 			cancel()
 			err := <-gaveUp
-			var apiErr *web.Error
+			var apiErr *wire.Error
 			require.ErrorAs(t, err, &apiErr, "%v", err)
 			require.Equal(t, http.StatusServiceUnavailable, apiErr.Status, "%v", err)
 			queued(1)

@@ -19,7 +19,7 @@ import (
 	"github.com/presenced/presenced/payments/gate"
 	"github.com/presenced/presenced/payments/ticketcode"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // CheckCmd is `presenced check`: the correctness monitors, with a non-zero
@@ -162,7 +162,7 @@ func GateCmd() *cobra.Command {
 			}
 			e := echo.New()
 			e.HideBanner, e.HidePort = true, true
-			e.HTTPErrorHandler = web.ErrorHandler(log)
+			e.HTTPErrorHandler = wire.ErrorHandler(log)
 			g.Routes(e)
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {

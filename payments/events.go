@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/presenced/presenced/internal/validate"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Provider events travel in Stripe's event shape, whichever provider sends
@@ -49,7 +49,7 @@ const (
 // decodeEnvelope reads a Stripe-shaped event from a verified body.
 func decodeEnvelope(body []byte) (WebhookEvent, error) {
 	var e stripeEvent
-	if err := web.LooseJSON(body, &e); err != nil {
+	if err := wire.LooseJSON(body, &e); err != nil {
 		return WebhookEvent{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if e.Object != "event" {
@@ -69,7 +69,7 @@ func decodeObject(id, typ string, raw json.RawMessage) (WebhookEvent, error) {
 		return ev, nil // recorded; its object is not ours to read
 	}
 	var o stripeObject
-	if err := web.LooseJSON(raw, &o); err != nil {
+	if err := wire.LooseJSON(raw, &o); err != nil {
 		return WebhookEvent{}, fmt.Errorf("%w: data.object: %v", ErrMalformed, err)
 	}
 	ev.Ref = o.ID

@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/config"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // routes mounts the sandbox PSP's own endpoints: the confirm step a buyer's
@@ -21,25 +21,25 @@ func (s *sandbox) routes(g *echo.Group, admin echo.MiddlewareFunc) {
 func (s *sandbox) postConfirm(c echo.Context) error {
 	var body SandboxConfirm
 	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, 4096)
-	if err := web.DecodeBody(c, &body); err != nil {
+	if err := wire.DecodeBody(c, &body); err != nil {
 		return err
 	}
 	if !cleanToken(body.ClientSecret, 128) || len(body.Faults) > len(config.SandboxFaults) {
-		return web.BadRequest("clientSecret is required")
+		return wire.BadRequest("clientSecret is required")
 	}
 	for _, f := range body.Faults {
 		if !slices.Contains(config.SandboxFaults, f) {
-			return web.BadRequest("unknown fault %q", f)
+			return wire.BadRequest("unknown fault %q", f)
 		}
 	}
 	id := c.Param("id")
 	if !cleanToken(id, 128) {
 		// No intent has this id, and PostgreSQL would refuse the bytes.
-		return web.Errorf(http.StatusNotFound, CodeSandboxIntentNotFound, "no such intent")
+		return wire.Errorf(http.StatusNotFound, CodeSandboxIntentNotFound, "no such intent")
 	}
 	in, err := s.confirm(c.Request().Context(), id, body.ClientSecret, body.Faults)
 	if errors.Is(err, errNoIntent) {
-		return web.Errorf(http.StatusNotFound, CodeSandboxIntentNotFound, "no such intent")
+		return wire.Errorf(http.StatusNotFound, CodeSandboxIntentNotFound, "no such intent")
 	}
 	if err != nil {
 		return unavailable("confirm", err)

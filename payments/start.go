@@ -21,7 +21,7 @@ import (
 	"github.com/presenced/presenced/internal/outbox"
 	"github.com/presenced/presenced/internal/validate"
 	"github.com/presenced/presenced/payments/ticketcode"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // apiPlane serves payment starts and tickets on the main pool.
@@ -85,7 +85,7 @@ func (a *apiPlane) postPayment(c echo.Context) error {
 	}
 	body, replayed, err := a.start(c.Request().Context(), auth.UserID(c), id, key)
 	if err != nil {
-		var apiErr *web.Error
+		var apiErr *wire.Error
 		if errors.As(err, &apiErr) {
 			status = apiErr.Status
 		}
@@ -110,7 +110,7 @@ func (a *apiPlane) start(ctx context.Context, user, reservation, key string) ([]
 		}
 		if found {
 			if p.Reservation != reservation {
-				return nil, false, web.Errorf(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused,
+				return nil, false, wire.Errorf(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused,
 					"this Idempotency-Key was used for another reservation")
 			}
 			if p.Status != StatusInitializing {
@@ -160,7 +160,7 @@ func (a *apiPlane) create(ctx context.Context, user, reservation, key string) (p
 	}
 	co, err := a.booking.LockCheckout(ctx, tx, reservation)
 	if errors.Is(err, ErrNoReservation) || (err == nil && co.User != user) {
-		return payment{}, web.Errorf(http.StatusNotFound, "not_found", "no such reservation")
+		return payment{}, wire.Errorf(http.StatusNotFound, "not_found", "no such reservation")
 	}
 	if err != nil {
 		return payment{}, unavailable("lock reservation", err)
@@ -169,7 +169,7 @@ func (a *apiPlane) create(ctx context.Context, user, reservation, key string) (p
 		WHERE reservation_id = $1 AND status IN ('INITIALIZING', 'PENDING', 'SUCCEEDED')`, reservation))
 	switch {
 	case err == nil && live.Status == StatusSucceeded:
-		return payment{}, web.Errorf(http.StatusConflict, CodeReservationPaid, "the reservation is already paid")
+		return payment{}, wire.Errorf(http.StatusConflict, CodeReservationPaid, "the reservation is already paid")
 	case err == nil:
 		return live, nil // started under another key: the same intent
 	case !errors.Is(err, pgx.ErrNoRows):
@@ -186,7 +186,7 @@ func (a *apiPlane) create(ctx context.Context, user, reservation, key string) (p
 		verdict = a.fraud.Check(ctx, FraudInput{User: user, Event: co.Event, Amount: co.Total, Currency: co.Currency})
 	}
 	if verdict == VerdictBlock {
-		return payment{}, web.Errorf(http.StatusPaymentRequired, CodeFraudDeclined, "the payment was declined")
+		return payment{}, wire.Errorf(http.StatusPaymentRequired, CodeFraudDeclined, "the payment was declined")
 	}
 	provider, err := a.router.pick()
 	if errors.Is(err, errAllProvidersDown) {
@@ -218,11 +218,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, 'INITIALIZING', $8)`,
 func payable(co Checkout) error {
 	switch {
 	case co.State == CheckoutPaid:
-		return web.Errorf(http.StatusConflict, CodeReservationPaid, "the reservation is already paid")
+		return wire.Errorf(http.StatusConflict, CodeReservationPaid, "the reservation is already paid")
 	case co.State == CheckoutCancelled:
-		return web.Errorf(http.StatusConflict, CodeReservationCancelled, "the reservation was cancelled")
+		return wire.Errorf(http.StatusConflict, CodeReservationCancelled, "the reservation was cancelled")
 	case co.State == CheckoutExpired || co.Due:
-		return web.Errorf(http.StatusConflict, CodeReservationExpired, "the hold expired; hold the seats again")
+		return wire.Errorf(http.StatusConflict, CodeReservationExpired, "the hold expired; hold the seats again")
 	}
 	return nil
 }
@@ -241,9 +241,9 @@ func (a *apiPlane) releaseEarly(ctx context.Context, tx pgx.Tx, reservation stri
 	after(ctx)
 	a.m.releasedEarly.Inc()
 	a.log.Warn("every payment provider is failing: released a hold early")
-	e := web.Errorf(http.StatusServiceUnavailable, CodeProvidersUnavailable,
+	e := wire.Errorf(http.StatusServiceUnavailable, CodeProvidersUnavailable,
 		"payments are unavailable; the seats were released, hold them again later")
-	e.RetryAfter = web.Jitter(30 * time.Second)
+	e.RetryAfter = wire.Jitter(30 * time.Second)
 	return e
 }
 
@@ -256,11 +256,11 @@ func (a *apiPlane) finish(ctx context.Context, p payment) ([]byte, error) {
 	case err == nil:
 		return body, nil
 	case errors.Is(err, errProviderRefused):
-		return nil, web.Errorf(http.StatusBadGateway, CodeProviderRefused, "the payment provider refused the payment")
+		return nil, wire.Errorf(http.StatusBadGateway, CodeProviderRefused, "the payment provider refused the payment")
 	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests),
 		errors.Is(err, errProviderTimeout):
 		a.log.Warn("payment provider did not answer; the retry or the recovery worker finishes it", "err", err)
-		return nil, web.Unavailable(retryAfter, "the payment provider did not answer; retry with the same Idempotency-Key")
+		return nil, wire.Unavailable(retryAfter, "the payment provider did not answer; retry with the same Idempotency-Key")
 	}
 	a.log.Warn("create payment intent", "provider", p.Provider, "err", err)
 	return nil, unavailable("create payment intent", err)
@@ -304,7 +304,7 @@ WHERE id = $1 AND status = 'INITIALIZING' RETURNING response`, p.ID, in.Ref, in.
 // unavailable wraps a store failure as a retryable 503, logged by the
 // error handler's caller through the message.
 func unavailable(what string, err error) error {
-	e := web.Unavailable(retryAfter, "%s: the store is unavailable, retry", what)
+	e := wire.Unavailable(retryAfter, "%s: the store is unavailable, retry", what)
 	return fmt.Errorf("%s: %w: %w", what, err, e)
 }
 
@@ -312,10 +312,10 @@ func unavailable(what string, err error) error {
 // (validate.Token).
 func idempotencyKey(k string) (string, error) {
 	if k == "" {
-		return "", web.Errorf(http.StatusBadRequest, CodeIdempotencyRequired, "the Idempotency-Key header is required")
+		return "", wire.Errorf(http.StatusBadRequest, CodeIdempotencyRequired, "the Idempotency-Key header is required")
 	}
 	if err := validate.Token("Idempotency-Key", k, validate.MaxIdempotencyKeyBytes); err != nil {
-		return "", web.Errorf(http.StatusBadRequest, CodeBadIdempotencyKey, "%v", err)
+		return "", wire.Errorf(http.StatusBadRequest, CodeBadIdempotencyKey, "%v", err)
 	}
 	return k, nil
 }
@@ -325,7 +325,7 @@ func idempotencyKey(k string) (string, error) {
 func uuidParam(s, code, msg string) (string, error) {
 	u, err := validate.UUID("id", s)
 	if err != nil {
-		return "", web.Errorf(http.StatusNotFound, code, "%s", msg)
+		return "", wire.Errorf(http.StatusNotFound, code, "%s", msg)
 	}
 	return u, nil
 }
@@ -333,7 +333,7 @@ func uuidParam(s, code, msg string) (string, error) {
 // emptyBody accepts no body or an empty JSON object: a start takes nothing
 // but the reservation and the key.
 func emptyBody(c echo.Context) error {
-	raw, err := web.ReadBody(c, 4096)
+	raw, err := wire.ReadBody(c, 4096)
 	if err != nil {
 		return err
 	}
@@ -341,5 +341,5 @@ func emptyBody(c echo.Context) error {
 	if s == "" || s == "{}" {
 		return nil
 	}
-	return web.BadRequest("a payment start takes no body (or {})")
+	return wire.BadRequest("a payment start takes no body (or {})")
 }

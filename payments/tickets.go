@@ -15,7 +15,7 @@ import (
 
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/payments/ticketcode"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 func (a *apiPlane) listTickets(c echo.Context) error {
@@ -43,7 +43,7 @@ func (a *apiPlane) ticketQR(c echo.Context) error {
 	}
 	secret, err := ticketSecret(c.Request().Context(), a.db, a.sealer, id, auth.UserID(c))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return web.Errorf(http.StatusNotFound, CodeTicketNotFound, "no such ticket")
+		return wire.Errorf(http.StatusNotFound, CodeTicketNotFound, "no such ticket")
 	}
 	if err != nil {
 		return unavailable("read ticket", err)
@@ -62,7 +62,7 @@ func (a *apiPlane) ticketQR(c echo.Context) error {
 		return c.Blob(http.StatusOK, "image/png", png)
 	}
 	if format != "" && format != "json" {
-		return web.BadRequest("format: json or png")
+		return wire.BadRequest("format: json or png")
 	}
 	return c.JSON(http.StatusOK, view)
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/outbox"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // webhooks receives provider events: the only path on which money moves.
@@ -37,9 +37,9 @@ func (w *webhooks) post(c echo.Context) error {
 	name := c.Param("provider")
 	p, ok := w.providers[name]
 	if !ok {
-		return web.Errorf(http.StatusNotFound, CodeUnknownProvider, "no such payment provider")
+		return wire.Errorf(http.StatusNotFound, CodeUnknownProvider, "no such payment provider")
 	}
-	body, err := web.ReadBody(c, w.cfg.WebhookBodyLimit)
+	body, err := wire.ReadBody(c, w.cfg.WebhookBodyLimit)
 	if err != nil {
 		return err
 	}
@@ -47,10 +47,10 @@ func (w *webhooks) post(c echo.Context) error {
 	switch {
 	case errors.Is(err, ErrBadSignature):
 		w.m.webhooks.WithLabelValues(name, "bad_signature").Inc()
-		return web.Errorf(http.StatusUnauthorized, CodeBadSignature, "the signature or its timestamp does not verify")
+		return wire.Errorf(http.StatusUnauthorized, CodeBadSignature, "the signature or its timestamp does not verify")
 	case err != nil:
 		w.m.webhooks.WithLabelValues(name, "malformed").Inc()
-		return web.BadRequest("not a provider event: %v", err)
+		return wire.BadRequest("not a provider event: %v", err)
 	}
 	fp := sha256.Sum256(body)
 	outcome, err := w.apply(c.Request().Context(), name, ev, fp[:])
@@ -58,16 +58,16 @@ func (w *webhooks) post(c echo.Context) error {
 	case errors.Is(err, errWebhookConflict):
 		w.m.webhooks.WithLabelValues(name, "conflict").Inc()
 		w.log.Error("webhook event id reused with other content", "provider", name, "event", ev.ID)
-		return web.Errorf(http.StatusConflict, CodeWebhookConflict, "this event id was received with other content")
+		return wire.Errorf(http.StatusConflict, CodeWebhookConflict, "this event id was received with other content")
 	case errors.Is(err, errNotReady):
 		w.m.webhooks.WithLabelValues(name, "not_ready").Inc()
-		e := web.Errorf(http.StatusServiceUnavailable, CodePaymentNotReady, "the payment is not ready for this event; retry")
-		e.RetryAfter = web.Jitter(5 * time.Second)
+		e := wire.Errorf(http.StatusServiceUnavailable, CodePaymentNotReady, "the payment is not ready for this event; retry")
+		e.RetryAfter = wire.Jitter(5 * time.Second)
 		return e
 	case err != nil:
 		w.m.webhooks.WithLabelValues(name, "error").Inc()
 		w.log.Error("webhook", "provider", name, "event", ev.ID, "err", err)
-		return web.Unavailable(5*time.Second, "the webhook could not be applied; retry")
+		return wire.Unavailable(5*time.Second, "the webhook could not be applied; retry")
 	}
 	w.m.webhooks.WithLabelValues(name, outcome).Inc()
 	return c.JSON(http.StatusOK, WebhookAnswer{Outcome: outcome})

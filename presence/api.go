@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/internal/auth"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // maxContacts bounds one contact list.
@@ -20,7 +20,7 @@ type readAPI struct{ m *Module }
 func (a *readAPI) user(c echo.Context) error {
 	id := c.Param("id")
 	if !validUserID(id) {
-		return web.BadRequest("%q is not a valid user id", truncate(id, 40))
+		return wire.BadRequest("%q is not a valid user id", truncate(id, 40))
 	}
 	claims := auth.FromContext(c.Request().Context())
 	ctx := c.Request().Context()
@@ -29,7 +29,7 @@ func (a *readAPI) user(c echo.Context) error {
 		return a.unavailable(err)
 	}
 	if len(forbidden) > 0 {
-		return web.Errorf(http.StatusForbidden, "forbidden", "not visible to you: not a contact and no shared room")
+		return wire.Errorf(http.StatusForbidden, "forbidden", "not visible to you: not a contact and no shared room")
 	}
 	sts, err := a.m.st.statuses(ctx, []string{id})
 	if err != nil {
@@ -44,18 +44,18 @@ type queryBody struct {
 
 func (a *readAPI) query(c echo.Context) error {
 	var body queryBody
-	if err := web.DecodeBody(c, &body); err != nil {
+	if err := wire.DecodeBody(c, &body); err != nil {
 		return err
 	}
 	if len(body.Users) == 0 {
-		return web.BadRequest("users is required")
+		return wire.BadRequest("users is required")
 	}
 	if len(body.Users) > a.m.cfg.MaxQueryUsers {
-		return web.Errorf(http.StatusUnprocessableEntity, "too_many_users", "at most %d users per query", a.m.cfg.MaxQueryUsers)
+		return wire.Errorf(http.StatusUnprocessableEntity, "too_many_users", "at most %d users per query", a.m.cfg.MaxQueryUsers)
 	}
 	ids, bad, ok := cleanIDs(body.Users)
 	if !ok {
-		return web.BadRequest("%q is not a valid user id", truncate(bad, 40))
+		return wire.BadRequest("%q is not a valid user id", truncate(bad, 40))
 	}
 	sts, err := a.m.st.statuses(c.Request().Context(), ids)
 	if err != nil {
@@ -76,25 +76,25 @@ type contactsBody struct {
 func (a *readAPI) putContacts(c echo.Context) error {
 	owner := c.Param("user")
 	if !validUserID(owner) {
-		return web.BadRequest("%q is not a valid user id", truncate(owner, 40))
+		return wire.BadRequest("%q is not a valid user id", truncate(owner, 40))
 	}
 	var body contactsBody
-	if err := web.DecodeBody(c, &body); err != nil {
+	if err := wire.DecodeBody(c, &body); err != nil {
 		return err
 	}
 	if body.Contacts == nil {
-		return web.BadRequest("contacts is required (an empty list clears it)")
+		return wire.BadRequest("contacts is required (an empty list clears it)")
 	}
 	if len(body.Contacts) > maxContacts {
-		return web.Errorf(http.StatusUnprocessableEntity, "too_many_contacts", "at most %d contacts", maxContacts)
+		return wire.Errorf(http.StatusUnprocessableEntity, "too_many_contacts", "at most %d contacts", maxContacts)
 	}
 	ids, bad, ok := cleanIDs(body.Contacts)
 	if !ok {
-		return web.BadRequest("%q is not a valid user id", truncate(bad, 40))
+		return wire.BadRequest("%q is not a valid user id", truncate(bad, 40))
 	}
 	for _, id := range ids {
 		if id == owner {
-			return web.BadRequest("a user is not their own contact")
+			return wire.BadRequest("a user is not their own contact")
 		}
 	}
 	ctx := c.Request().Context()
@@ -115,7 +115,7 @@ func (a *readAPI) putContacts(c echo.Context) error {
 func (a *readAPI) getContacts(c echo.Context) error {
 	owner := c.Param("user")
 	if !validUserID(owner) {
-		return web.BadRequest("%q is not a valid user id", truncate(owner, 40))
+		return wire.BadRequest("%q is not a valid user id", truncate(owner, 40))
 	}
 	list, err := a.m.contacts.List(c.Request().Context(), owner)
 	if err != nil {
@@ -129,5 +129,5 @@ func (a *readAPI) unavailable(err error) error {
 		return err
 	}
 	a.m.log.Warn("presence: read API", "err", err)
-	return web.Unavailable(time.Second, "presence store unavailable")
+	return wire.Unavailable(time.Second, "presence store unavailable")
 }

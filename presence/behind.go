@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
 )
 
 // behindSet holds the connections with changes waiting behind a write in
@@ -82,7 +82,7 @@ func (g *gateway) sweepBehind(now int64) bool {
 			gone = append(gone, c)
 			g.m.slowDrops.Inc()
 			// The close frame waits for the stuck write; the sweep does not.
-			go c.conn.Close(web.CloseSlowConsumer, "slow consumer")
+			go c.conn.Close(socket.CloseSlowConsumer, "slow consumer")
 		}
 	}
 	b.mu.Lock()

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
 )
 
 // client is one connection: one session of one device. Its reader
@@ -15,7 +15,7 @@ import (
 // mark, and its socket's writer through nextFrame.
 type client struct {
 	g     *gateway
-	conn  *web.Conn
+	conn  *socket.Conn
 	lu    *localUser
 	user  string
 	sid   string

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/presenced/presenced/internal/hub"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Control messages reach every gateway holding connections of a user,
@@ -74,7 +74,7 @@ func (cs controlSub) Deliver(msg hub.Message) {
 		if cm.S == nil {
 			return
 		}
-		frame := web.EventFrame(EventNotificationReceived, NotificationPayload{User: cm.S.User, On: StatusOnline, Status: *cm.S}, "")
+		frame := wire.EventFrame(EventNotificationReceived, NotificationPayload{User: cm.S.User, On: StatusOnline, Status: *cm.S}, "")
 		for _, c := range lu.clientList() {
 			c.conn.Send(frame)
 		}
@@ -152,8 +152,8 @@ func (g *gateway) revalidateLocked(ctx context.Context, lu *localUser, rooms []s
 		g.mod.log.Warn("presence: revalidate subscriptions", "err", err)
 	}
 	g.f.unfollow(lu, forbidden)
-	frame := web.EventFrame(EventError, ErrorPayload{
-		Code: web.CodeForbidden, Message: "no longer visible: removed from your subscriptions", Users: forbidden,
+	frame := wire.EventFrame(EventError, ErrorPayload{
+		Code: wire.CodeForbidden, Message: "no longer visible: removed from your subscriptions", Users: forbidden,
 	}, "")
 	for _, c := range clients {
 		c.conn.Send(frame)

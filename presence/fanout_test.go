@@ -20,7 +20,8 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/testenv"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // fanoutBundle is one connection wired to a bare gateway, with the test
@@ -40,7 +41,7 @@ func newFanoutBundle(t *testing.T, tick, slow time.Duration) *fanoutBundle {
 	t.Helper()
 	cfg := config.Default()
 	reg := prometheus.NewRegistry()
-	sockets, err := web.NewSockets(cfg.Realtime, reg, testenv.Logger())
+	sockets, err := socket.NewSockets(cfg.Realtime, reg, testenv.Logger())
 	require.NoError(t, err)
 	m, err := newMetrics(reg)
 	require.NoError(t, err)
@@ -50,7 +51,7 @@ func newFanoutBundle(t *testing.T, tick, slow time.Duration) *fanoutBundle {
 	f := newFanout(nil, nil, m, testenv.Logger())
 	g := &gateway{cfg: pcfg, f: f, m: m, behind: newBehindSet()}
 
-	conns := make(chan *web.Conn, 1)
+	conns := make(chan *socket.Conn, 1)
 	e := echo.New()
 	e.GET("/ws", func(c echo.Context) error {
 		conn, err := sockets.Upgrade(c, "test")
@@ -119,7 +120,7 @@ func (b *fanoutBundle) read(t *testing.T, d time.Duration) (UpdatedPayload, bool
 		if err != nil {
 			return UpdatedPayload{}, false
 		}
-		var env web.Envelope
+		var env wire.Envelope
 		require.NoError(t, json.Unmarshal(msg, &env))
 		if env.Event != EventPresenceUpdated {
 			continue
@@ -137,7 +138,7 @@ func (b *fanoutBundle) fill(t *testing.T) {
 	require.True(t, b.c.conn.Send(filler))
 }
 
-var filler = web.EventFrame("filler", strings.Repeat("x", 1<<20), "")
+var filler = wire.EventFrame("filler", strings.Repeat("x", 1<<20), "")
 
 // A follower that is not being written to gets every change at once, one
 // frame each: no tick holds it back, even a follower that just got a frame.

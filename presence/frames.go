@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // state is a subject's status as this process holds it, with its wire
@@ -29,8 +29,8 @@ func newState(st *Status) *state {
 func offlineState(user string) *state { return newState(offlineStatus(user)) }
 
 // updatedPrefix opens every presence:updated frame; the field order is
-// web.Envelope's, so these frames read like every other event.
-var updatedPrefix = []byte(`{"v":` + strconv.Itoa(web.ProtocolVersion) + `,"event":"` + EventPresenceUpdated + `","payload":{"users":[`)
+// wire.Envelope's, so these frames read like every other event.
+var updatedPrefix = []byte(`{"v":` + strconv.Itoa(wire.ProtocolVersion) + `,"event":"` + EventPresenceUpdated + `","payload":{"users":[`)
 
 // updatedFrame builds one presence:updated from pre-encoded statuses by
 // appending bytes: it runs once per frame to each follower, so it avoids
@@ -72,7 +72,7 @@ func closeUpdated(b []byte, resync bool, correlationID string) []byte {
 // follower; at 20,000 deliveries a second, allocating each made the frames
 // the largest share of the garbage and so of the collector's cycles, whose
 // mark phases showed in the latency tail. A frame's buffer comes back once
-// the socket wrote it (web.Conn.SetSource's release). A channel rather
+// the socket wrote it (socket.Conn.SetSource's release). A channel rather
 // than a sync.Pool: a slice goes in and out without being boxed (which
 // would allocate again), and the few hundred kept buffers are a bounded,
 // shared cost, not one per connection.

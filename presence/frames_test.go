@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // The hand-built presence:updated frame says exactly what the generic
@@ -32,7 +32,7 @@ func TestUpdatedFrameMatchesTheEnvelope(t *testing.T) {
 		for _, s := range tc.list {
 			users = append(users, s.st.public())
 		}
-		want := web.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: users, Resync: tc.resync}, tc.id)
+		want := wire.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: users, Resync: tc.resync}, tc.id)
 		got := updatedFrame(tc.list, tc.resync, tc.id)
 		require.True(t, json.Valid(got), "%s", got)
 		var a, b map[string]any

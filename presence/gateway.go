@@ -14,7 +14,8 @@ import (
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // gateway serves /v1/presence/ws.
@@ -147,25 +148,25 @@ const opTimeout = 5 * time.Second
 func (g *gateway) handle(c echo.Context) error {
 	tok := auth.TokenFromRequest(c.Request())
 	if tok == "" {
-		return web.Errorf(http.StatusUnauthorized, "unauthorized", "a bearer token is required (Authorization header or ?token=)")
+		return wire.Errorf(http.StatusUnauthorized, "unauthorized", "a bearer token is required (Authorization header or ?token=)")
 	}
 	claims, err := g.mod.users.Verify(tok)
 	if err != nil {
-		return web.Errorf(http.StatusUnauthorized, "unauthorized", "the token is not valid")
+		return wire.Errorf(http.StatusUnauthorized, "unauthorized", "the token is not valid")
 	}
 	if !validUserID(claims.Subject) {
-		return web.Errorf(http.StatusUnauthorized, "unauthorized", "the token's subject is not a usable user id")
+		return wire.Errorf(http.StatusUnauthorized, "unauthorized", "the token's subject is not a usable user id")
 	}
 	subscribe, err := g.subscriptionsNamed(c, viewer{User: claims.Subject, Rooms: claims.Rooms})
 	if err != nil {
 		return err
 	}
 	if !g.awaitListening() {
-		return web.Unavailable(time.Second, "the gateway is starting; retry after the delay")
+		return wire.Unavailable(time.Second, "the gateway is starting; retry after the delay")
 	}
 	if !g.admit(c.Request().Context()) {
 		g.m.protocolErrs.WithLabelValues("busy").Inc()
-		return web.Unavailable(time.Second, "too many connections opening at once; retry after the delay")
+		return wire.Unavailable(time.Second, "too many connections opening at once; retry after the delay")
 	}
 	defer func() { <-g.opening }()
 	// Counted before the upgrade, so shutdown, which waits for the
@@ -206,29 +207,29 @@ func (g *gateway) handle(c echo.Context) error {
 // is, and refused before the upgrade, so a connection that opens follows
 // them. nil when none are named: the session keeps the user's set.
 func (g *gateway) subscriptionsNamed(c echo.Context, v viewer) ([]string, error) {
-	named, ok, err := web.QueryValues(c.Request().URL.RawQuery, "subscribe")
+	named, ok, err := wire.QueryValues(c.Request().URL.RawQuery, "subscribe")
 	if err != nil {
-		return nil, web.BadRequest("subscribe: %v", err)
+		return nil, wire.BadRequest("subscribe: %v", err)
 	}
 	if !ok {
 		return nil, nil
 	}
 	if len(named) > g.cfg.MaxSubscriptions {
-		return nil, web.Errorf(http.StatusBadRequest, web.CodeLimitExceeded, "at most %d subscriptions per user", g.cfg.MaxSubscriptions)
+		return nil, wire.Errorf(http.StatusBadRequest, wire.CodeLimitExceeded, "at most %d subscriptions per user", g.cfg.MaxSubscriptions)
 	}
 	ids, bad, ok := cleanIDs(named)
 	if !ok {
-		return nil, web.BadRequest("subscribe: %q is not a valid user id", truncate(bad, 40))
+		return nil, wire.BadRequest("subscribe: %q is not a valid user id", truncate(bad, 40))
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), opTimeout)
 	defer cancel()
 	forbidden, err := g.mod.policy.Forbidden(ctx, v, ids)
 	if err != nil {
 		g.mod.log.Warn("presence: check subscriptions named at connect", "err", err)
-		return nil, web.Unavailable(time.Second, "presence is unavailable; reconnect later")
+		return nil, wire.Unavailable(time.Second, "presence is unavailable; reconnect later")
 	}
 	if len(forbidden) > 0 {
-		e := web.Errorf(http.StatusForbidden, web.CodeForbidden, "not visible to you: not a contact and no shared room")
+		e := wire.Errorf(http.StatusForbidden, wire.CodeForbidden, "not visible to you: not a contact and no shared room")
 		e.Details = map[string]any{"users": forbidden}
 		return nil, e
 	}
@@ -352,7 +353,7 @@ func (c *client) open(subscribe []string) bool {
 	news := g.subsNews.Load()
 	res, change, refused, err := c.openStep(ctx, subscribe)
 	if errors.Is(err, errTooManySessions) {
-		c.closeWithError(web.CodeLimitExceeded, "too many sessions for this user; close another device or tab", "", web.ClosePolicy, "too many sessions")
+		c.closeWithError(wire.CodeLimitExceeded, "too many sessions for this user; close another device or tab", "", socket.ClosePolicy, "too many sessions")
 		return false
 	}
 	if err == nil {
@@ -371,7 +372,7 @@ func (c *client) open(subscribe []string) bool {
 	}
 	if err != nil {
 		g.mod.log.Warn("presence: open session", "err", err)
-		c.closeWithError(web.CodeUnavailable, "presence is unavailable; reconnect later", "", 1013, "try again later")
+		c.closeWithError(wire.CodeUnavailable, "presence is unavailable; reconnect later", "", 1013, "try again later")
 		return false
 	}
 	c.armIdle(res.IdleIn)
@@ -413,7 +414,7 @@ func (c *client) open(subscribe []string) bool {
 	c.releaseChanges()
 	if refused != nil {
 		// The session is open with the subscriptions it had.
-		c.sendError(web.CodeLimitExceeded, refused.msg, "", refused.users)
+		c.sendError(wire.CodeLimitExceeded, refused.msg, "", refused.users)
 	}
 	return true
 }
@@ -471,13 +472,13 @@ func (c *client) onIdle() {
 
 func (c *client) sendError(code, msg, correlationID string, users []string) {
 	c.g.m.protocolErrs.WithLabelValues(code).Inc()
-	c.conn.Send(web.EventFrame(EventError, ErrorPayload{Code: code, Message: msg, Users: users}, correlationID))
+	c.conn.Send(wire.EventFrame(EventError, ErrorPayload{Code: code, Message: msg, Users: users}, correlationID))
 }
 
 // closeWithError sends an error event, then closes once it is written.
 func (c *client) closeWithError(code, msg, correlationID string, closeCode int, reason string) {
 	c.g.m.protocolErrs.WithLabelValues(code).Inc()
-	c.conn.SendAndClose(web.EventFrame(EventError, ErrorPayload{Code: code, Message: msg}, correlationID), closeCode, reason)
+	c.conn.SendAndClose(wire.EventFrame(EventError, ErrorPayload{Code: code, Message: msg}, correlationID), closeCode, reason)
 }
 
 // endSession answers a request on a session that is over and closes: the

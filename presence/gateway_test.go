@@ -15,7 +15,8 @@ import (
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/testenv"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // openingGateway serves a gateway's upgrade handler with its opening slots
@@ -28,7 +29,7 @@ func openingGateway(t *testing.T, mutate func(*config.Presence)) (*gateway, func
 	require.NoError(t, err)
 	m := newTestModule(t, testenv.Redis(t), testenv.Prefix(t), mutate)
 	m.users = users
-	m.sockets, err = web.NewSockets(config.Default().Realtime, prometheus.NewRegistry(), testenv.Logger())
+	m.sockets, err = socket.NewSockets(config.Default().Realtime, prometheus.NewRegistry(), testenv.Logger())
 	require.NoError(t, err)
 	g := newGateway(m)
 	close(g.listening)
@@ -37,7 +38,7 @@ func openingGateway(t *testing.T, mutate func(*config.Presence)) (*gateway, func
 		g.opening <- struct{}{}
 	}
 	e := echo.New()
-	e.HTTPErrorHandler = web.ErrorHandler(testenv.Logger())
+	e.HTTPErrorHandler = wire.ErrorHandler(testenv.Logger())
 	e.GET("/ws", g.handle)
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)

@@ -21,7 +21,7 @@ import (
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/spectest"
 	"github.com/presenced/presenced/internal/testenv"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -236,7 +236,7 @@ func (c *wsClient) send(event string, payload any) string {
 	id := fmt.Sprintf("r%d", c.seq)
 	p, err := json.Marshal(payload)
 	require.NoError(c.t, err)
-	env := web.Envelope{V: 1, Event: event, Payload: p, ID: id}
+	env := wire.Envelope{V: 1, Event: event, Payload: p, ID: id}
 	if payload == nil {
 		env.Payload = nil
 	}

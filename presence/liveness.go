@@ -9,7 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Gateway liveness: a gateway that dies (SIGKILL, a lost machine) cannot
@@ -118,7 +119,7 @@ func (g *gateway) reconnectAll() {
 	g.f.mu.Unlock()
 	for _, lu := range users {
 		for _, c := range lu.clientList() {
-			c.conn.Close(web.CloseServiceRestart, fmt.Sprintf(`{"reconnectMs":%d}`, web.Jitter(2*time.Second).Milliseconds()))
+			c.conn.Close(socket.CloseServiceRestart, fmt.Sprintf(`{"reconnectMs":%d}`, wire.Jitter(2*time.Second).Milliseconds()))
 		}
 	}
 }

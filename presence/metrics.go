@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/presenced/presenced/internal/promlabels"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 type metrics struct {
@@ -137,8 +137,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	gauges := func(v *prometheus.GaugeVec) func(...string) { return func(lv ...string) { v.WithLabelValues(lv...) } }
 	streams := []string{"pings", "events", "changes"}
 	promlabels.Init(counters(m.changes), []string{StatusOnline, StatusIdle, StatusOffline, "manual"})
-	promlabels.Init(counters(m.protocolErrs), []string{web.CodeBadJSON, web.CodeUnsupportedVersion, web.CodeUnknownEvent,
-		web.CodeBadPayload, web.CodeRateLimited, web.CodeForbidden, web.CodeLimitExceeded, web.CodeUnavailable,
+	promlabels.Init(counters(m.protocolErrs), []string{wire.CodeBadJSON, wire.CodeUnsupportedVersion, wire.CodeUnknownEvent,
+		wire.CodeBadPayload, wire.CodeRateLimited, wire.CodeForbidden, wire.CodeLimitExceeded, wire.CodeUnavailable,
 		CodeMessageTooLarge, CodeInvalidStatus, CodeInvalidTransition, CodeUnauthorized, "busy"})
 	for _, v := range []*prometheus.GaugeVec{m.streamPending, m.streamLag, m.streamOldest} {
 		promlabels.Init(gauges(v), []string{"pings", "events"})

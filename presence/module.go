@@ -13,7 +13,7 @@ import (
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
 )
 
 // Deps are what the module is built from. It holds no store: each part
@@ -44,7 +44,7 @@ type Module struct {
 	contacts *contactStore
 	policy   policy
 	users    *auth.Verifier
-	sockets  *web.Sockets
+	sockets  *socket.Sockets
 	gw       *gateway
 }
 

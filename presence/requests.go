@@ -8,7 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // handle answers one client frame. Refusals are error events carrying the
@@ -21,7 +22,7 @@ func (c *client) handle(msg []byte) {
 		// frames themselves are dropped unread.
 		if now-c.lastLimited >= int64(time.Second) {
 			c.lastLimited = now
-			c.sendError(web.CodeRateLimited, fmt.Sprintf("more than %g messages per second; messages are being dropped", g.cfg.MessagesPerSecond), "", nil)
+			c.sendError(wire.CodeRateLimited, fmt.Sprintf("more than %g messages per second; messages are being dropped", g.cfg.MessagesPerSecond), "", nil)
 		}
 		return
 	}
@@ -29,13 +30,13 @@ func (c *client) handle(msg []byte) {
 		c.sendError(CodeMessageTooLarge, fmt.Sprintf("messages are limited to %d bytes", g.cfg.MaxMessageBytes), "", nil)
 		return
 	}
-	env, perr := web.ParseEnvelope(msg)
+	env, perr := wire.ParseEnvelope(msg)
 	if perr != nil {
 		c.sendError(perr.Code, perr.Message, env.ID, nil)
 		return
 	}
 	if c.exp > 0 && time.Now().Unix() > c.exp {
-		c.closeWithError(CodeUnauthorized, "the token expired; reconnect with a fresh one", env.ID, web.ClosePolicy, "token expired")
+		c.closeWithError(CodeUnauthorized, "the token expired; reconnect with a fresh one", env.ID, socket.ClosePolicy, "token expired")
 		return
 	}
 	if c.ended.Load() {
@@ -62,7 +63,7 @@ func (c *client) handle(msg []byte) {
 	case EventSessionDisconnect:
 		c.onDisconnect(ctx, env)
 	default:
-		c.sendError(web.CodeUnknownEvent, fmt.Sprintf("unknown event %q", env.Event), env.ID, nil)
+		c.sendError(wire.CodeUnknownEvent, fmt.Sprintf("unknown event %q", env.Event), env.ID, nil)
 	}
 }
 
@@ -73,19 +74,19 @@ func (c *client) failed(err error, id string) {
 		return
 	}
 	c.g.mod.log.Warn("presence: request failed", "err", err)
-	c.sendError(web.CodeUnavailable, "presence is unavailable; retry later", id, nil)
+	c.sendError(wire.CodeUnavailable, "presence is unavailable; retry later", id, nil)
 }
 
-func hasPayload(env web.Envelope) bool {
+func hasPayload(env wire.Envelope) bool {
 	p := bytes.TrimSpace(env.Payload)
 	return len(p) > 0 && !bytes.Equal(p, []byte("null"))
 }
 
 // onPing renews the session's deadline and takes the activity it reports.
-func (c *client) onPing(ctx context.Context, env web.Envelope) {
+func (c *client) onPing(ctx context.Context, env wire.Envelope) {
 	var p PingPayload
 	if hasPayload(env) {
-		if perr := web.DecodePayload(env, &p); perr != nil {
+		if perr := wire.DecodePayload(env, &p); perr != nil {
 			c.sendError(perr.Code, perr.Message, env.ID, nil)
 			return
 		}
@@ -93,7 +94,7 @@ func (c *client) onPing(ctx context.Context, env web.Envelope) {
 	kind, idleMs := "none", int64(0)
 	switch {
 	case p.Active != nil && p.IdleMs != nil:
-		c.sendError(web.CodeBadPayload, "session:ping: send active or idleMs, not both", env.ID, nil)
+		c.sendError(wire.CodeBadPayload, "session:ping: send active or idleMs, not both", env.ID, nil)
 		return
 	case p.Active != nil:
 		kind = "inactive"
@@ -102,7 +103,7 @@ func (c *client) onPing(ctx context.Context, env web.Envelope) {
 		}
 	case p.IdleMs != nil:
 		if *p.IdleMs < 0 || *p.IdleMs > int64(365*24*time.Hour/time.Millisecond) {
-			c.sendError(web.CodeBadPayload, "session:ping: idleMs must be between 0 and a year", env.ID, nil)
+			c.sendError(wire.CodeBadPayload, "session:ping: idleMs must be between 0 and a year", env.ID, nil)
 			return
 		}
 		kind, idleMs = "idle_ms", *p.IdleMs
@@ -139,14 +140,14 @@ func (c *client) noteActivity(kind string, idleMs int64) {
 }
 
 // onUpdate sets or clears the manual status and takes activity reports.
-func (c *client) onUpdate(ctx context.Context, env web.Envelope) {
+func (c *client) onUpdate(ctx context.Context, env wire.Envelope) {
 	var p UpdatePayload
-	if perr := web.DecodePayload(env, &p); perr != nil {
+	if perr := wire.DecodePayload(env, &p); perr != nil {
 		c.sendError(perr.Code, perr.Message, env.ID, nil)
 		return
 	}
 	if len(p.Status) == 0 && p.Active == nil {
-		c.sendError(web.CodeBadPayload, "presence:update: status or active is required", env.ID, nil)
+		c.sendError(wire.CodeBadPayload, "presence:update: status or active is required", env.ID, nil)
 		return
 	}
 	kind, manual := "none", ""
@@ -161,8 +162,8 @@ func (c *client) onUpdate(ctx context.Context, env web.Envelope) {
 			manual = "-"
 		} else {
 			var s string
-			if err := web.StrictJSON(p.Status, &s); err != nil {
-				c.sendError(web.CodeBadPayload, "presence:update: status must be a string or null", env.ID, nil)
+			if err := wire.StrictJSON(p.Status, &s); err != nil {
+				c.sendError(wire.CodeBadPayload, "presence:update: status must be a string or null", env.ID, nil)
 				return
 			}
 			switch {
@@ -172,7 +173,7 @@ func (c *client) onUpdate(ctx context.Context, env web.Envelope) {
 			case s == StatusOnline || s == StatusIdle:
 				// Back to automatic, with this device active or not.
 				if p.Active != nil && *p.Active != (s == StatusOnline) {
-					c.sendError(web.CodeBadPayload, "presence:update: status and active disagree", env.ID, nil)
+					c.sendError(wire.CodeBadPayload, "presence:update: status and active disagree", env.ID, nil)
 					return
 				}
 				manual, kind = "-", "active"
@@ -195,32 +196,32 @@ func (c *client) onUpdate(ctx context.Context, env web.Envelope) {
 	c.noteActivity(kind, 0)
 	c.g.mod.changed(ctx, res)
 	c.armIdle(res.IdleIn)
-	c.conn.Send(web.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: []Status{res.Status.public()}}, env.ID))
+	c.conn.Send(wire.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: []Status{res.Status.public()}}, env.ID))
 }
 
 // onSubscriptions applies subscriptions:set|add|remove.
-func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp) {
+func (c *client) onSubscriptions(ctx context.Context, env wire.Envelope, op subOp) {
 	g := c.g
 	var p SubscriptionsPayload
-	if perr := web.DecodePayload(env, &p); perr != nil {
+	if perr := wire.DecodePayload(env, &p); perr != nil {
 		c.sendError(perr.Code, perr.Message, env.ID, nil)
 		return
 	}
 	if p.Users == nil {
-		c.sendError(web.CodeBadPayload, env.Event+": users is required", env.ID, nil)
+		c.sendError(wire.CodeBadPayload, env.Event+": users is required", env.ID, nil)
 		return
 	}
 	if !c.subChanges.allow(time.Now().UnixNano()) {
-		c.sendError(web.CodeRateLimited, fmt.Sprintf("at most %d subscription changes per minute", g.cfg.SubscriptionChangesPerMinute), env.ID, nil)
+		c.sendError(wire.CodeRateLimited, fmt.Sprintf("at most %d subscription changes per minute", g.cfg.SubscriptionChangesPerMinute), env.ID, nil)
 		return
 	}
 	if len(p.Users) > g.cfg.MaxSubscriptions {
-		c.sendError(web.CodeLimitExceeded, fmt.Sprintf("at most %d subscriptions per user", g.cfg.MaxSubscriptions), env.ID, nil)
+		c.sendError(wire.CodeLimitExceeded, fmt.Sprintf("at most %d subscriptions per user", g.cfg.MaxSubscriptions), env.ID, nil)
 		return
 	}
 	ids, bad, ok := cleanIDs(p.Users)
 	if !ok {
-		c.sendError(web.CodeBadPayload, fmt.Sprintf("%s: %q is not a valid user id", env.Event, truncate(bad, 40)), env.ID, nil)
+		c.sendError(wire.CodeBadPayload, fmt.Sprintf("%s: %q is not a valid user id", env.Event, truncate(bad, 40)), env.ID, nil)
 		return
 	}
 	if op != subRemove {
@@ -230,7 +231,7 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 			return
 		}
 		if len(forbidden) > 0 {
-			c.sendError(web.CodeForbidden, "not visible to you: not a contact and no shared room", env.ID, forbidden)
+			c.sendError(wire.CodeForbidden, "not visible to you: not a contact and no shared room", env.ID, forbidden)
 			return
 		}
 	}
@@ -241,7 +242,7 @@ func (c *client) onSubscriptions(ctx context.Context, env web.Envelope, op subOp
 	change, err := g.mod.st.changeSubscriptions(ctx, c.user, c.sid, op, ids)
 	var le *limitError
 	if errors.As(err, &le) {
-		c.sendError(web.CodeLimitExceeded, le.msg, env.ID, le.users)
+		c.sendError(wire.CodeLimitExceeded, le.msg, env.ID, le.users)
 		return
 	}
 	if err != nil {
@@ -297,22 +298,22 @@ func (c *client) applyChange(ctx context.Context, change subChange) error {
 }
 
 // onNotify records a one-time notification for when a user comes online.
-func (c *client) onNotify(ctx context.Context, env web.Envelope) {
+func (c *client) onNotify(ctx context.Context, env wire.Envelope) {
 	var p NotifyPayload
-	if perr := web.DecodePayload(env, &p); perr != nil {
+	if perr := wire.DecodePayload(env, &p); perr != nil {
 		c.sendError(perr.Code, perr.Message, env.ID, nil)
 		return
 	}
 	if p.On != StatusOnline {
-		c.sendError(web.CodeBadPayload, `notifications:subscribe: on must be "online"`, env.ID, nil)
+		c.sendError(wire.CodeBadPayload, `notifications:subscribe: on must be "online"`, env.ID, nil)
 		return
 	}
 	if !validUserID(p.User) {
-		c.sendError(web.CodeBadPayload, "notifications:subscribe: user is not a valid user id", env.ID, nil)
+		c.sendError(wire.CodeBadPayload, "notifications:subscribe: user is not a valid user id", env.ID, nil)
 		return
 	}
 	if !c.subChanges.allow(time.Now().UnixNano()) {
-		c.sendError(web.CodeRateLimited, fmt.Sprintf("at most %d subscription changes per minute", c.g.cfg.SubscriptionChangesPerMinute), env.ID, nil)
+		c.sendError(wire.CodeRateLimited, fmt.Sprintf("at most %d subscription changes per minute", c.g.cfg.SubscriptionChangesPerMinute), env.ID, nil)
 		return
 	}
 	forbidden, err := c.g.mod.policy.Forbidden(ctx, viewer{User: c.user, Rooms: c.rooms}, []string{p.User})
@@ -321,13 +322,13 @@ func (c *client) onNotify(ctx context.Context, env web.Envelope) {
 		return
 	}
 	if len(forbidden) > 0 {
-		c.sendError(web.CodeForbidden, "not visible to you: not a contact and no shared room", env.ID, forbidden)
+		c.sendError(wire.CodeForbidden, "not visible to you: not a contact and no shared room", env.ID, forbidden)
 		return
 	}
 	err = c.g.mod.st.subscribeOnce(ctx, c.user, c.sid, p.User)
 	var le *limitError
 	if errors.As(err, &le) {
-		c.sendError(web.CodeLimitExceeded, le.msg, env.ID, nil)
+		c.sendError(wire.CodeLimitExceeded, le.msg, env.ID, nil)
 		return
 	}
 	if err != nil {
@@ -336,7 +337,7 @@ func (c *client) onNotify(ctx context.Context, env web.Envelope) {
 }
 
 // onDisconnect ends the session at once: no grace period.
-func (c *client) onDisconnect(ctx context.Context, env web.Envelope) {
+func (c *client) onDisconnect(ctx context.Context, env wire.Envelope) {
 	c.stopIdle()
 	res, err := c.g.mod.st.step(ctx, c.user, "close", c.sid)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // BenchmarkHeartbeatHandler measures the whole heartbeat handler in steady
@@ -21,7 +21,7 @@ import (
 func BenchmarkHeartbeatHandler(b *testing.B) {
 	e := newEnv(b, envOpts{cfg: func(v *cfgViewers) { v.MaxPending = 1 << 26 }})
 	ec := echo.New()
-	ec.HTTPErrorHandler = web.ErrorHandler(e.mod.log)
+	ec.HTTPErrorHandler = wire.ErrorHandler(e.mod.log)
 	ec.POST("/v1/viewers/:hotel/heartbeat", e.mod.heartbeat)
 	const sessions = 20_000
 	cookies := make([]string, sessions)
@@ -67,7 +67,7 @@ func BenchmarkHeartbeatHandler(b *testing.B) {
 func BenchmarkHeartbeatNewSession(b *testing.B) {
 	e := newEnv(b, envOpts{cfg: func(v *cfgViewers) { v.MaxPending = 1 << 26 }})
 	ec := echo.New()
-	ec.HTTPErrorHandler = web.ErrorHandler(e.mod.log)
+	ec.HTTPErrorHandler = wire.ErrorHandler(e.mod.log)
 	ec.POST("/v1/viewers/:hotel/heartbeat", e.mod.heartbeat)
 	var next atomic.Int64
 	var bad atomic.Int64

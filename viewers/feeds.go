@@ -12,7 +12,7 @@ import (
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // update is one count change, encoded once for every local subscriber.
@@ -257,7 +257,7 @@ func (fd *feed) take(res *countResult) []member {
 }
 
 func (fd *feed) fanout(members []member, res *countResult) {
-	u := &update{res: res, ws: web.EventFrame("count:updated", json.RawMessage(res.body), "")}
+	u := &update{res: res, ws: wire.EventFrame("count:updated", json.RawMessage(res.body), "")}
 	var ws, sse int
 	for _, m := range members {
 		m.push(u)

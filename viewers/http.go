@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 const badHotel = "hotel id must be 1 to 64 letters, digits, '-', '_' or '.'"
@@ -24,7 +25,7 @@ func (mod *Module) heartbeat(c echo.Context) error {
 	hotel := c.Param("hotel")
 	if !validHotel(hotel) {
 		mod.m.hb.invalid.Inc()
-		return web.BadRequest(badHotel)
+		return wire.BadRequest(badHotel)
 	}
 	// From the in-process registry: no database round trip.
 	if err := mod.knownHotel(hotel); err != nil {
@@ -72,7 +73,7 @@ func (mod *Module) heartbeat(c echo.Context) error {
 	}
 	if err := mod.writer.add(hotel, sess.hash, mod.tiers.get(hotel), now); err != nil {
 		mod.m.hb.unavailable.Inc()
-		return web.Unavailable(mod.cfg.ProbeInterval*2, "heartbeats cannot be counted right now")
+		return wire.Unavailable(mod.cfg.ProbeInterval*2, "heartbeats cannot be counted right now")
 	}
 	mod.recorder.record(hotel, sess.hash, prefix, uaHash(web.HeaderValue(req.Header, "User-Agent")), now, flags)
 	mod.m.hb.accepted.Inc()
@@ -88,7 +89,7 @@ func (mod *Module) drainBody(req *http.Request) error {
 	if req.ContentLength == 0 || req.Body == nil || req.Body == http.NoBody {
 		return nil
 	}
-	tooLarge := web.Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "a heartbeat body is at most %d bytes", limit)
+	tooLarge := wire.Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "a heartbeat body is at most %d bytes", limit)
 	if req.ContentLength > limit {
 		return tooLarge
 	}
@@ -101,13 +102,13 @@ func (mod *Module) drainBody(req *http.Request) error {
 		if errors.As(err, &maxErr) {
 			return tooLarge
 		}
-		return web.ReadError(err) // the deadline's 408 among them
+		return wire.ReadError(err) // the deadline's 408 among them
 	}
 	return nil
 }
 
 func rateLimited(wait time.Duration, format string, args ...any) error {
-	e := web.Errorf(http.StatusTooManyRequests, "rate_limited", format, args...)
+	e := wire.Errorf(http.StatusTooManyRequests, "rate_limited", format, args...)
 	e.RetryAfter = max(wait, time.Second)
 	return e
 }
@@ -120,7 +121,7 @@ func (mod *Module) count(c echo.Context) error {
 	}
 	res, err := mod.counter.get(hotel)
 	if err != nil {
-		return web.Unavailable(mod.cfg.BreakerCooldown, "the count is not available right now")
+		return wire.Unavailable(mod.cfg.BreakerCooldown, "the count is not available right now")
 	}
 	h := c.Response().Header()
 	// A CDN may serve this for 5 s and keep serving it for 30 s more while
@@ -155,12 +156,12 @@ func etagMatch(header, etag string) bool {
 func (mod *Module) bundle(c echo.Context) error {
 	hotel := c.Param("hotel")
 	if !validHotel(hotel) {
-		return web.BadRequest(badHotel)
+		return wire.BadRequest(badHotel)
 	}
 	blob, asOf, err := mod.counter.bundle(c.Request().Context(), hotel)
 	if err != nil {
 		mod.log.Warn("viewers: bundle failed", "err", err)
-		return web.Unavailable(time.Second, "the bundle is not available right now")
+		return wire.Unavailable(time.Second, "the bundle is not available right now")
 	}
 	mod.m.bundlesServed.Inc()
 	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")

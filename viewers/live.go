@@ -14,7 +14,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/presenced/presenced/internal/hub"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // sseMember is one SSE stream following one hotel.
@@ -41,7 +42,7 @@ func (mod *Module) stream(c echo.Context) error {
 	err := mod.feeds.join(ctx, hotel, mem)
 	cancel()
 	if err != nil {
-		return web.Unavailable(time.Second, "live counts are not available right now")
+		return wire.Unavailable(time.Second, "live counts are not available right now")
 	}
 	defer mod.feeds.leave(hotel, mem)
 	st, err := mod.sock.OpenSSE(c, "viewers")
@@ -49,21 +50,21 @@ func (mod *Module) stream(c echo.Context) error {
 		return err
 	}
 	if res, err := mod.counter.get(hotel); err == nil {
-		if st.Send(web.SSEEvent{Event: "count:updated", Data: res.body}) != nil {
+		if st.Send(socket.SSEEvent{Event: "count:updated", Data: res.body}) != nil {
 			st.Close()
 			return nil
 		}
 		mod.m.pushes.WithLabelValues("sse").Inc()
 		mod.feeds.note(res)
 	}
-	return st.Serve(mem.q, func(m hub.Message) (web.SSEEvent, bool) {
-		return web.SSEEvent{Event: "count:updated", Data: m.Payload}, true
+	return st.Serve(mem.q, func(m hub.Message) (socket.SSEEvent, bool) {
+		return socket.SSEEvent{Event: "count:updated", Data: m.Payload}, true
 	})
 }
 
 // wsClient is one WebSocket following any number of hotels.
 type wsClient struct {
-	conn *web.Conn
+	conn *socket.Conn
 	mu   sync.Mutex
 	subs map[string]bool
 }
@@ -91,19 +92,19 @@ func (mod *Module) websocket(c echo.Context) error {
 
 // serveSocket reads a count subscriber's frames until the socket closes,
 // with no goroutine while the socket is idle.
-func (mod *Module) serveSocket(conn *web.Conn) {
+func (mod *Module) serveSocket(conn *socket.Conn) {
 	cl := &wsClient{conn: conn, subs: map[string]bool{}}
 	limiter := rate.NewLimiter(rate.Limit(mod.cfg.SocketMessageRate), mod.cfg.SocketMessageBurst)
 	conn.Serve(func(msg []byte) {
-		env, perr := web.ParseEnvelope(msg)
+		env, perr := wire.ParseEnvelope(msg)
 		if perr == nil && !limiter.Allow() {
-			perr = &web.ProtocolError{Code: web.CodeRateLimited, Message: "too many messages"}
+			perr = &wire.ProtocolError{Code: wire.CodeRateLimited, Message: "too many messages"}
 		}
 		if perr == nil {
 			perr = mod.handleFrame(conn.Context(), cl, env)
 		}
 		if perr != nil {
-			conn.Send(web.ErrorFrame(perr.Code, perr.Message, env.ID))
+			conn.Send(wire.ErrorFrame(perr.Code, perr.Message, env.ID))
 		}
 	}, func() {
 		cl.mu.Lock()
@@ -119,37 +120,37 @@ func (mod *Module) serveSocket(conn *web.Conn) {
 	})
 }
 
-func (mod *Module) handleFrame(ctx context.Context, cl *wsClient, env web.Envelope) *web.ProtocolError {
+func (mod *Module) handleFrame(ctx context.Context, cl *wsClient, env wire.Envelope) *wire.ProtocolError {
 	switch env.Event {
 	case "count:subscribe", "count:unsubscribe":
 	default:
-		return &web.ProtocolError{Code: web.CodeUnknownEvent, Message: "unknown event " + env.Event + ": want count:subscribe or count:unsubscribe"}
+		return &wire.ProtocolError{Code: wire.CodeUnknownEvent, Message: "unknown event " + env.Event + ": want count:subscribe or count:unsubscribe"}
 	}
 	var p hotelsPayload
-	if perr := web.DecodePayload(env, &p); perr != nil {
+	if perr := wire.DecodePayload(env, &p); perr != nil {
 		return perr
 	}
 	if len(p.Hotels) == 0 {
-		return &web.ProtocolError{Code: web.CodeBadPayload, Message: env.Event + ": hotels must list at least one hotel id"}
+		return &wire.ProtocolError{Code: wire.CodeBadPayload, Message: env.Event + ": hotels must list at least one hotel id"}
 	}
 	for _, h := range p.Hotels {
 		if !validHotel(h) {
-			return &web.ProtocolError{Code: web.CodeBadPayload, Message: env.Event + ": " + badHotel}
+			return &wire.ProtocolError{Code: wire.CodeBadPayload, Message: env.Event + ": " + badHotel}
 		}
 	}
 	hotels := slices.Compact(slices.Sorted(slices.Values(p.Hotels)))
 	if env.Event == "count:subscribe" {
 		for _, h := range hotels {
 			if err := mod.checkHotel(h); err != nil {
-				code, msg := web.CodeUnavailable, err.Error()
-				var e *web.Error
+				code, msg := wire.CodeUnavailable, err.Error()
+				var e *wire.Error
 				if errors.As(err, &e) {
 					msg = e.Message
 					if e.Status == http.StatusNotFound {
 						code = e.Code
 					}
 				}
-				return &web.ProtocolError{Code: code, Message: env.Event + ": " + h + ": " + msg}
+				return &wire.ProtocolError{Code: code, Message: env.Event + ": " + h + ": " + msg}
 			}
 		}
 	}
@@ -174,7 +175,7 @@ func (mod *Module) handleFrame(ctx context.Context, cl *wsClient, env web.Envelo
 	}
 	if len(cl.subs)+len(fresh) > mod.cfg.MaxSubscriptions {
 		cl.mu.Unlock()
-		return &web.ProtocolError{Code: web.CodeLimitExceeded, Message: "a connection follows at most " + strconv.Itoa(mod.cfg.MaxSubscriptions) + " hotels"}
+		return &wire.ProtocolError{Code: wire.CodeLimitExceeded, Message: "a connection follows at most " + strconv.Itoa(mod.cfg.MaxSubscriptions) + " hotels"}
 	}
 	for _, h := range fresh {
 		cl.subs[h] = true
@@ -193,12 +194,12 @@ func (mod *Module) handleFrame(ctx context.Context, cl *wsClient, env web.Envelo
 				delete(cl.subs, f)
 			}
 			cl.mu.Unlock()
-			return &web.ProtocolError{Code: web.CodeUnavailable, Message: "live counts are not available right now"}
+			return &wire.ProtocolError{Code: wire.CodeUnavailable, Message: "live counts are not available right now"}
 		}
 	}
 	for _, h := range hotels {
 		if res, err := mod.counter.get(h); err == nil {
-			cl.conn.Send(web.EventFrame("count:updated", json.RawMessage(res.body), env.ID))
+			cl.conn.Send(wire.EventFrame("count:updated", json.RawMessage(res.body), env.ID))
 			mod.m.pushes.WithLabelValues("ws").Inc()
 			mod.feeds.note(res)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/testenv"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 func dialWS(t *testing.T, e *env) *websocket.Conn {
@@ -23,12 +23,12 @@ func dialWS(t *testing.T, e *env) *websocket.Conn {
 	return c
 }
 
-func readEnvelope(t *testing.T, c *websocket.Conn) web.Envelope {
+func readEnvelope(t *testing.T, c *websocket.Conn) wire.Envelope {
 	t.Helper()
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
 	_, msg, err := c.ReadMessage()
 	require.NoError(t, err)
-	var env web.Envelope
+	var env wire.Envelope
 	require.NoError(t, json.Unmarshal(msg, &env))
 	return env
 }
@@ -47,7 +47,7 @@ func awaitCount(t *testing.T, c *websocket.Conn, hotel string, want int64) {
 	t.Fatalf("no push of %d viewers for %s", want, hotel)
 }
 
-func countPayload(t *testing.T, env web.Envelope) Count {
+func countPayload(t *testing.T, env wire.Envelope) Count {
 	t.Helper()
 	require.Equal(t, "count:updated", env.Event, string(env.Payload))
 	var c Count
@@ -95,11 +95,11 @@ func TestWebSocketLiveCounts(t *testing.T) {
 		frame any
 		code  string
 	}{
-		{map[string]any{"v": 1, "event": "count:nope", "id": "x1"}, web.CodeUnknownEvent},
-		{map[string]any{"v": 1, "event": "count:subscribe", "id": "x2", "payload": map[string]any{"hotelz": []string{"a"}}}, web.CodeBadPayload},
-		{map[string]any{"v": 1, "event": "count:subscribe", "id": "x3", "payload": map[string]any{"hotels": []string{"bad id"}}}, web.CodeBadPayload},
-		{map[string]any{"v": 2, "event": "count:subscribe", "id": "x4"}, web.CodeUnsupportedVersion},
-		{map[string]any{"v": 1, "event": "count:subscribe", "id": "x5", "payload": map[string]any{"hotels": manyHotels(51)}}, web.CodeLimitExceeded},
+		{map[string]any{"v": 1, "event": "count:nope", "id": "x1"}, wire.CodeUnknownEvent},
+		{map[string]any{"v": 1, "event": "count:subscribe", "id": "x2", "payload": map[string]any{"hotelz": []string{"a"}}}, wire.CodeBadPayload},
+		{map[string]any{"v": 1, "event": "count:subscribe", "id": "x3", "payload": map[string]any{"hotels": []string{"bad id"}}}, wire.CodeBadPayload},
+		{map[string]any{"v": 2, "event": "count:subscribe", "id": "x4"}, wire.CodeUnsupportedVersion},
+		{map[string]any{"v": 1, "event": "count:subscribe", "id": "x5", "payload": map[string]any{"hotels": manyHotels(51)}}, wire.CodeLimitExceeded},
 	} {
 		require.NoError(t, ws.WriteJSON(tc.frame))
 		env := readEnvelope(t, ws)

@@ -29,7 +29,8 @@ import (
 	"github.com/presenced/presenced/internal/keyring"
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Deps are what the module is built from. It holds no store: each part
@@ -70,7 +71,7 @@ type Module struct {
 	writer  *writer
 	counter *counter
 	feeds   *feeds
-	sock    *web.Sockets
+	sock    *socket.Sockets
 	// Set by the heartbeat part.
 	ring     *keyring.Ring
 	deny     *denylist
@@ -199,7 +200,7 @@ func (mod *Module) StartReader(ctx context.Context, h module.Host) error {
 // no such hotel exists (503 while the registry has not loaded once).
 func (mod *Module) checkHotel(hotel string) error {
 	if !validHotel(hotel) {
-		return web.BadRequest(badHotel)
+		return wire.BadRequest(badHotel)
 	}
 	return mod.knownHotel(hotel)
 }

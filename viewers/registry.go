@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // registry is this process's set of the hotels that exist, learned from
@@ -45,10 +45,10 @@ func (r *registry) check(hotel string) error {
 		return nil
 	}
 	if !r.loaded.Load() {
-		return web.Unavailable(time.Second, "the hotel registry is loading")
+		return wire.Unavailable(time.Second, "the hotel registry is loading")
 	}
 	r.m.unknownHotel.Inc()
-	return web.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
+	return wire.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
 }
 
 // refresh adds the hotels registered since the last refresh.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Page sizes of GET /v1/admin/waitingrooms: each room costs a stats script
@@ -25,7 +25,7 @@ func (h *handlers) listRooms(c echo.Context) error {
 	if s := c.QueryParam("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > roomPageMax {
-			return web.BadRequest("limit must be an integer within 1..%d", roomPageMax)
+			return wire.BadRequest("limit must be an integer within 1..%d", roomPageMax)
 		}
 		limit = n
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -298,14 +299,14 @@ func (s *server) dialWS(t testing.TB, event, user string) (*websocket.Conn, *htt
 }
 
 // readFrame reads one envelope and decodes its payload.
-func readFrame(t testing.TB, c *websocket.Conn, timeout time.Duration) (web.Envelope, answer, error) {
+func readFrame(t testing.TB, c *websocket.Conn, timeout time.Duration) (wire.Envelope, answer, error) {
 	t.Helper()
 	_ = c.SetReadDeadline(time.Now().Add(timeout))
 	_, msg, err := c.ReadMessage()
 	if err != nil {
-		return web.Envelope{}, answer{}, err
+		return wire.Envelope{}, answer{}, err
 	}
-	var env web.Envelope
+	var env wire.Envelope
 	require.NoError(t, json.Unmarshal(msg, &env))
 	var a answer
 	require.NoError(t, json.Unmarshal(env.Payload, &a), string(msg))

@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/testenv"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // queue:ping has no payload fields; a field sent anyway is a mistake the
@@ -23,7 +24,7 @@ func TestPingRefusesUnknownPayloadFields(t *testing.T) {
 	_, _, err = readFrame(t, c, 5*time.Second) // the first position
 	require.NoError(t, err)
 	// The answer to id, past the periodic position frames.
-	answerTo := func(id string) (web.Envelope, answer) {
+	answerTo := func(id string) (wire.Envelope, answer) {
 		for {
 			env, a, err := readFrame(t, c, 5*time.Second)
 			require.NoError(t, err)
@@ -35,7 +36,7 @@ func TestPingRefusesUnknownPayloadFields(t *testing.T) {
 	require.NoError(t, c.WriteMessage(websocket.TextMessage, []byte(`{"v":1,"event":"queue:ping","payload":{"eta":1},"id":"p1"}`)))
 	env, a := answerTo("p1")
 	require.Equal(t, "error", env.Event)
-	require.Equal(t, web.CodeBadPayload, a.Code)
+	require.Equal(t, wire.CodeBadPayload, a.Code)
 
 	time.Sleep(1100 * time.Millisecond) // one frame a second
 	require.NoError(t, c.WriteMessage(websocket.TextMessage, []byte(`{"v":1,"event":"queue:ping","payload":{},"id":"p2"}`)))
@@ -61,12 +62,12 @@ func TestSocketsPerUserAreCapped(t *testing.T) {
 	env, a, err := readFrame(t, c, 5*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "error", env.Event)
-	require.Equal(t, web.CodeLimitExceeded, a.Code)
+	require.Equal(t, wire.CodeLimitExceeded, a.Code)
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, _, err = c.ReadMessage()
 	var ce *websocket.CloseError
 	require.True(t, errors.As(err, &ce), "closed: %v", err)
-	require.Equal(t, web.ClosePolicy, ce.Code)
+	require.Equal(t, socket.ClosePolicy, ce.Code)
 
 	other, _, err := s.dialWS(t, "ev", "someone-else")
 	require.NoError(t, err)

@@ -11,7 +11,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/presenced/presenced/internal/auth"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Client frames allowed per socket: a ping every 5 s is the protocol; this
@@ -28,7 +29,7 @@ type handlers struct {
 func (h *handlers) requireEvent(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if !validEvent(c.Param("event")) {
-			return web.BadRequest("the event id must be 1 to 64 letters, digits, '.', '_' or '-'")
+			return wire.BadRequest("the event id must be 1 to 64 letters, digits, '.', '_' or '-'")
 		}
 		return next(c)
 	}
@@ -37,7 +38,7 @@ func (h *handlers) requireEvent(next echo.HandlerFunc) echo.HandlerFunc {
 func (h *handlers) user(c echo.Context) (string, error) {
 	u := auth.UserID(c)
 	if u == "" || len(u) > maxUserLen {
-		return "", web.Errorf(http.StatusUnauthorized, "unauthorized", "the token's subject is not a usable user id")
+		return "", wire.Errorf(http.StatusUnauthorized, "unauthorized", "the token's subject is not a usable user id")
 	}
 	return u, nil
 }
@@ -51,12 +52,12 @@ func (h *handlers) storeCtx(c echo.Context) (context.Context, context.CancelFunc
 func (h *handlers) fail(op string, err error) error {
 	if errors.Is(err, errNoRoom) {
 		h.m.metrics.requests.WithLabelValues(op, "no_room").Inc()
-		return web.Errorf(http.StatusNotFound, CodeNoRoom, "this event has no waiting room")
+		return wire.Errorf(http.StatusNotFound, CodeNoRoom, "this event has no waiting room")
 	}
 	h.m.metrics.requests.WithLabelValues(op, "unavailable").Inc()
 	h.m.metrics.storeErrors.WithLabelValues(op).Inc()
 	h.m.log.Warn("waitingroom: store failed; answering 503", "op", op, "err", err)
-	return web.Unavailable(h.m.cfg.RetryAfter, "the waiting room is unavailable; retry later")
+	return wire.Unavailable(h.m.cfg.RetryAfter, "the waiting room is unavailable; retry later")
 }
 
 // place answers a join or status with the user's place or pass.
@@ -70,7 +71,7 @@ func (h *handlers) place(c echo.Context, op string, room roomState, p placeInLin
 		}
 		return c.JSON(http.StatusOK, a)
 	case StateAbsent:
-		return web.Errorf(http.StatusNotFound, CodeNotInLine, "you are not in line for this event; join first")
+		return wire.Errorf(http.StatusNotFound, CodeNotInLine, "you are not in line for this event; join first")
 	}
 	return c.JSON(http.StatusOK, h.m.queuedAnswer(room, p))
 }
@@ -165,12 +166,12 @@ func (h *handlers) socket(c echo.Context) error {
 	if r == nil {
 		// One user's tabs and devices, not a flood of sockets.
 		h.m.metrics.requests.WithLabelValues("socket", "refused").Inc()
-		conn.SendAndClose(web.ErrorFrame(web.CodeLimitExceeded, "too many waiting-room sockets of this user for this event", ""),
-			web.ClosePolicy, "too many sockets")
+		conn.SendAndClose(wire.ErrorFrame(wire.CodeLimitExceeded, "too many waiting-room sockets of this user for this event", ""),
+			socket.ClosePolicy, "too many sockets")
 		conn.Serve(func([]byte) {}, nil)
 		return nil
 	}
-	conn.Send(web.EventFrame(EventPosition, h.m.queuedAnswer(room, p), ""))
+	conn.Send(wire.EventFrame(EventPosition, h.m.queuedAnswer(room, p), ""))
 	h.serveSocket(r, w, event)
 	return nil
 }
@@ -185,10 +186,10 @@ func (h *handlers) serveSocket(r *room, w *waiter, event string) {
 		if !limit.Allow() {
 			// A client that keeps flooding is closed rather than answered.
 			if refused++; refused > clientFrameBurst*2 {
-				conn.Close(web.ClosePolicy, "too many frames")
+				conn.Close(socket.ClosePolicy, "too many frames")
 				return
 			}
-			conn.Send(web.ErrorFrame(web.CodeRateLimited, "at most one frame a second", ""))
+			conn.Send(wire.ErrorFrame(wire.CodeRateLimited, "at most one frame a second", ""))
 			return
 		}
 		refused = 0
@@ -196,22 +197,22 @@ func (h *handlers) serveSocket(r *room, w *waiter, event string) {
 	}, func() { h.m.rooms.detach(r, w) })
 }
 
-func (h *handlers) clientFrame(conn *web.Conn, event, user string, msg []byte) {
-	env, perr := web.ParseEnvelope(msg)
+func (h *handlers) clientFrame(conn *socket.Conn, event, user string, msg []byte) {
+	env, perr := wire.ParseEnvelope(msg)
 	if perr != nil {
-		conn.Send(web.ErrorFrame(perr.Code, perr.Message, env.ID))
+		conn.Send(wire.ErrorFrame(perr.Code, perr.Message, env.ID))
 		return
 	}
 	if env.Event != EventPing {
-		conn.Send(web.ErrorFrame(web.CodeUnknownEvent, "the waiting room accepts queue:ping", env.ID))
+		conn.Send(wire.ErrorFrame(wire.CodeUnknownEvent, "the waiting room accepts queue:ping", env.ID))
 		return
 	}
 	if len(env.Payload) > 0 && string(env.Payload) != "null" {
 		// The payload is optional and has no fields: anything in it is a
 		// client mistake worth telling.
 		var none struct{}
-		if perr := web.DecodePayload(env, &none); perr != nil {
-			conn.Send(web.ErrorFrame(perr.Code, perr.Message, env.ID))
+		if perr := wire.DecodePayload(env, &none); perr != nil {
+			conn.Send(wire.ErrorFrame(perr.Code, perr.Message, env.ID))
 			return
 		}
 	}
@@ -220,26 +221,26 @@ func (h *handlers) clientFrame(conn *web.Conn, event, user string, msg []byte) {
 	cancel()
 	switch {
 	case errors.Is(err, errNoRoom):
-		conn.SendAndClose(web.ErrorFrame(CodeNoRoom, "this event has no waiting room", env.ID), websocket.CloseNormalClosure, CodeNoRoom)
+		conn.SendAndClose(wire.ErrorFrame(CodeNoRoom, "this event has no waiting room", env.ID), websocket.CloseNormalClosure, CodeNoRoom)
 	case err != nil:
 		h.m.metrics.storeErrors.WithLabelValues("status").Inc()
-		conn.Send(web.ErrorFrame(web.CodeUnavailable, "the waiting room is unavailable; your place is kept, ping again later", env.ID))
+		conn.Send(wire.ErrorFrame(wire.CodeUnavailable, "the waiting room is unavailable; your place is kept, ping again later", env.ID))
 	case p.State == StateAdmitted:
 		frame, err := h.m.admittedFrame(event, user, room, p, env.ID)
 		if err == nil {
 			conn.SendAndClose(frame, websocket.CloseNormalClosure, "admitted")
 		}
 	case p.State == StateAbsent:
-		conn.SendAndClose(web.ErrorFrame(CodeNotInLine, "you are no longer in line; join again", env.ID), websocket.CloseNormalClosure, CodeNotInLine)
+		conn.SendAndClose(wire.ErrorFrame(CodeNotInLine, "you are no longer in line; join again", env.ID), websocket.CloseNormalClosure, CodeNotInLine)
 	default:
-		conn.Send(web.EventFrame(EventPosition, h.m.queuedAnswer(room, p), env.ID))
+		conn.Send(wire.EventFrame(EventPosition, h.m.queuedAnswer(room, p), env.ID))
 	}
 }
 
 // PUT /v1/admin/waitingrooms/:event: create or change the settings.
 func (h *handlers) putSettings(c echo.Context) error {
 	var patch settingsPatch
-	if err := web.DecodeBody(c, &patch); err != nil {
+	if err := wire.DecodeBody(c, &patch); err != nil {
 		return err
 	}
 	event := c.Param("event")
@@ -248,7 +249,7 @@ func (h *handlers) putSettings(c echo.Context) error {
 	next, created, err := h.m.line.UpdateSettings(ctx, event, h.m.defaults(), patch.apply)
 	var invalid *invalidSettingsError
 	if errors.As(err, &invalid) {
-		return web.Errorf(http.StatusUnprocessableEntity, "invalid_settings", "%v", invalid.Err)
+		return wire.Errorf(http.StatusUnprocessableEntity, "invalid_settings", "%v", invalid.Err)
 	}
 	if err != nil {
 		return h.fail("settings", err)

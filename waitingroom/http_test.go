@@ -15,7 +15,8 @@ import (
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/testenv"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 func TestAdminAPI(t *testing.T) {
@@ -196,7 +197,7 @@ func TestSocketPushesPositionThenPass(t *testing.T) {
 		require.EqualValues(t, 2, *a.Position)
 
 		// A ping is answered with the position, correlated.
-		require.NoError(t, cb.WriteJSON(web.Envelope{V: 1, Event: EventPing, ID: "p1"}))
+		require.NoError(t, cb.WriteJSON(wire.Envelope{V: 1, Event: EventPing, ID: "p1"}))
 		for {
 			env, a, err = readFrame(t, cb, 2*time.Second)
 			require.NoError(t, err)
@@ -205,7 +206,7 @@ func TestSocketPushesPositionThenPass(t *testing.T) {
 			}
 		}
 		require.Equal(t, EventPosition, env.Event)
-		require.NoError(t, cb.WriteJSON(web.Envelope{V: 1, Event: "queue:jump", ID: "p2"}))
+		require.NoError(t, cb.WriteJSON(wire.Envelope{V: 1, Event: "queue:jump", ID: "p2"}))
 		for {
 			env, a, err = readFrame(t, cb, 2*time.Second)
 			require.NoError(t, err)
@@ -214,7 +215,7 @@ func TestSocketPushesPositionThenPass(t *testing.T) {
 			}
 		}
 		require.Equal(t, "error", env.Event)
-		require.Equal(t, web.CodeUnknownEvent, a.Code)
+		require.Equal(t, wire.CodeUnknownEvent, a.Code)
 
 		// The tick admits a: the pass arrives, then a normal close.
 		r := s.tick(t, "ev")
@@ -294,13 +295,13 @@ func TestSocketRateLimitsClientFrames(t *testing.T) {
 	c, _, err := s.dialWS(t, "ev", "a")
 	require.NoError(t, err)
 	for i := 0; i < 10; i++ {
-		require.NoError(t, c.WriteJSON(web.Envelope{V: 1, Event: EventPing, ID: strconv.Itoa(i)}))
+		require.NoError(t, c.WriteJSON(wire.Envelope{V: 1, Event: EventPing, ID: strconv.Itoa(i)}))
 	}
 	limited := 0
 	for i := 0; i < 20 && limited == 0; i++ {
 		env, a, err := readFrame(t, c, 2*time.Second)
 		require.NoError(t, err)
-		if env.Event == "error" && a.Code == web.CodeRateLimited {
+		if env.Event == "error" && a.Code == wire.CodeRateLimited {
 			limited++
 		}
 	}
@@ -318,7 +319,7 @@ func TestSocketRateLimitsClientFrames(t *testing.T) {
 		if err != nil {
 			var ce *websocket.CloseError
 			require.ErrorAs(t, err, &ce)
-			require.Equal(t, web.ClosePolicy, ce.Code)
+			require.Equal(t, socket.ClosePolicy, ce.Code)
 			break
 		}
 	}

@@ -29,7 +29,8 @@ import (
 	"github.com/presenced/presenced/internal/keyring"
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Deps are what the module is built from. It holds no store: each part
@@ -59,7 +60,7 @@ type Module struct {
 	issuer   *admission.Issuer // the admit plane's
 	verifier *admission.Verifier
 	rooms    *rooms
-	sockets  *web.Sockets
+	sockets  *socket.Sockets
 }
 
 // New builds the module; nothing runs until a part starts.
@@ -247,5 +248,5 @@ func (m *Module) admittedFrame(event, user string, room roomState, p placeInLine
 	if err != nil {
 		return nil, fmt.Errorf("waitingroom: %w", err)
 	}
-	return web.EventFrame(EventAdmitted, a, correlationID), nil
+	return wire.EventFrame(EventAdmitted, a, correlationID), nil
 }

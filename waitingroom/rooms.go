@@ -10,7 +10,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/presenced/presenced/internal/hub"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // pubsub is the pub/sub the admit plane hears admissions on and the workers
@@ -51,7 +52,7 @@ type room struct {
 // waiter is one socket in line. lastRank and lastSent are touched only by
 // the room's loop.
 type waiter struct {
-	conn     *web.Conn
+	conn     *socket.Conn
 	user     string
 	lastRank int64
 	lastSent time.Time
@@ -214,7 +215,7 @@ func (r *room) refresh(all bool) {
 		room, places, err := m.line.Places(ctx, r.event, chunk)
 		cancel()
 		if errors.Is(err, errNoRoom) {
-			frame := web.ErrorFrame(CodeNoRoom, "this event has no waiting room any more", "")
+			frame := wire.ErrorFrame(CodeNoRoom, "this event has no waiting room any more", "")
 			for _, u := range chunk {
 				r.each(u, func(w *waiter) { w.conn.SendAndClose(frame, websocket.CloseNormalClosure, CodeNoRoom) })
 			}
@@ -255,7 +256,7 @@ func (r *room) tell(user string, room roomState, p placeInLine, periodic bool) {
 		}
 		r.each(user, func(w *waiter) { w.conn.SendAndClose(frame, websocket.CloseNormalClosure, "admitted") })
 	case StateAbsent:
-		frame := web.ErrorFrame(CodeNotInLine, "you are no longer in line; join again", "")
+		frame := wire.ErrorFrame(CodeNotInLine, "you are no longer in line; join again", "")
 		r.each(user, func(w *waiter) { w.conn.SendAndClose(frame, websocket.CloseNormalClosure, CodeNotInLine) })
 	default:
 		ans := m.queuedAnswer(room, p)
@@ -267,7 +268,7 @@ func (r *room) tell(user string, room roomState, p placeInLine, periodic bool) {
 				return
 			}
 			if frame == nil {
-				frame = web.EventFrame(EventPosition, ans, "")
+				frame = wire.EventFrame(EventPosition, ans, "")
 			}
 			w.conn.Send(frame)
 			w.lastRank, w.lastSent = p.Rank, now

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Limits of the settings an operator may choose.
@@ -104,7 +104,7 @@ func (p settingsPatch) apply(s Settings) (Settings, error) {
 			s.OpenAt = nil
 		} else {
 			var at time.Time
-			if err := web.StrictJSON(p.OpenAt, &at); err != nil {
+			if err := wire.StrictJSON(p.OpenAt, &at); err != nil {
 				return s, errors.New("openAt must be an RFC 3339 time or null")
 			}
 			at = at.UTC()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/presenced/presenced/web/wire"
 )
 
 // adminServer is the listener of http.admin_listen: /metrics and pprof
@@ -28,7 +30,7 @@ type adminServer struct {
 func newAdminServer(addr string, readHeaderTimeout time.Duration, log *slog.Logger) *adminServer {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = ErrorHandler(log)
+	e.HTTPErrorHandler = wire.ErrorHandler(log)
 	return &adminServer{echo: e, addr: addr, http: &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: readHeaderTimeout,

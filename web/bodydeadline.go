@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/presenced/presenced/web/wire"
 )
 
 // withBodyDeadline bounds the time a request body takes to arrive. The
@@ -39,7 +41,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return n, Errorf(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
+		return n, wire.Errorf(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
 	}
 	return n, err
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // serving runs a Server through Serve (the listener caps included) and
@@ -63,13 +65,13 @@ func TestDrippedBodiesAreCutButStreamsAreNot(t *testing.T) {
 	addr := serving(t, func(c *config.Config) { c.HTTP.BodyReadTimeout = 300 * time.Millisecond }, func(s *Server) {
 		s.Echo.POST("/read", func(c echo.Context) error {
 			var v map[string]any
-			if err := DecodeBody(c, &v); err != nil {
+			if err := wire.DecodeBody(c, &v); err != nil {
 				return err
 			}
 			return c.NoContent(http.StatusNoContent)
 		})
 		// Refuses before reading the body, as the API-key guard does.
-		s.Echo.POST("/admin", func(c echo.Context) error { return Errorf(http.StatusUnauthorized, "unauthorized", "no key") })
+		s.Echo.POST("/admin", func(c echo.Context) error { return wire.Errorf(http.StatusUnauthorized, "unauthorized", "no key") })
 		s.Echo.GET("/stream", func(c echo.Context) error {
 			st, err := s.Sockets.OpenSSE(c, "test")
 			if err != nil {
@@ -77,7 +79,7 @@ func TestDrippedBodiesAreCutButStreamsAreNot(t *testing.T) {
 			}
 			for i := 0; i < 10; i++ {
 				time.Sleep(100 * time.Millisecond)
-				if err := st.Send(SSEEvent{Event: "tick", Data: []byte("{}")}); err != nil {
+				if err := st.Send(socket.SSEEvent{Event: "tick", Data: []byte("{}")}); err != nil {
 					return nil
 				}
 			}

@@ -9,8 +9,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/presenced/presenced/internal/promlabels"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/presenced/presenced/internal/promlabels"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // connLimit caps the open connections of the process and of each client
@@ -158,7 +160,7 @@ func (l *connLimit) refuse(c net.Conn, cap string) {
 	_ = c.SetDeadline(time.Now().Add(time.Second))
 	_, _ = fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: %d\r\n"+
 		"X-Request-Id: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
-		1+int(Jitter(2*time.Second)/time.Second), requestID(), len(body), body)
+		1+int(wire.Jitter(2*time.Second)/time.Second), requestID(), len(body), body)
 	// Half-close, then read what the client sent, so it reads the answer
 	// instead of a reset.
 	if tc, ok := c.(*net.TCPConn); ok {
@@ -195,7 +197,7 @@ func (c *limitedConn) Close() error {
 }
 
 // SyscallConn reaches the socket under the slot, so a hijacked WebSocket
-// can park its reader in the epoll set (web.Conn.Serve).
+// can park its reader in the epoll set (socket.Conn.Serve).
 func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {
 	if sc, ok := c.Conn.(syscall.Conn); ok {
 		return sc.SyscallConn()

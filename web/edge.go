@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/presenced/presenced/web/socket"
 )
 
 // edge is what every request passes through before and after its handler,
@@ -41,7 +43,7 @@ func (m *edge) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			status = statusOf(err)
 		}
 		// A stream's duration is its lifetime, not its latency.
-		realtime := c.Get(realtimeKey) != nil
+		realtime := c.Get(socket.RealtimeKey) != nil
 		route := c.Path()
 		if !realtime {
 			m.metrics.observe(req.Method, route, status, took)

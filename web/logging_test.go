@@ -17,6 +17,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // records keeps every log record of a test, at every level.
@@ -70,9 +71,11 @@ func TestAccessLogAtInfoKeepsToErrorsAndSlowRequests(t *testing.T) {
 	b := setupLogged(t, func(c *config.Config) { c.HTTP.SlowRequest = time.Hour }, slog.New(rec))
 	e := b.srv.Echo
 	e.GET("/ok", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
-	e.GET("/limited", func(c echo.Context) error { return Errorf(http.StatusTooManyRequests, "rate_limited", "slow down") })
-	e.GET("/unknown/:id", func(c echo.Context) error { return Errorf(http.StatusNotFound, "not_found", "no such thing") })
-	e.GET("/denied", func(c echo.Context) error { return Errorf(http.StatusForbidden, "forbidden", "no") })
+	e.GET("/limited", func(c echo.Context) error {
+		return wire.Errorf(http.StatusTooManyRequests, "rate_limited", "slow down")
+	})
+	e.GET("/unknown/:id", func(c echo.Context) error { return wire.Errorf(http.StatusNotFound, "not_found", "no such thing") })
+	e.GET("/denied", func(c echo.Context) error { return wire.Errorf(http.StatusForbidden, "forbidden", "no") })
 	e.GET("/boom", func(c echo.Context) error { return errors.New("a bug") })
 
 	var wg sync.WaitGroup

@@ -8,11 +8,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// realtimeKey marks a request that became a long-lived stream, whose
-// duration says nothing about request latency.
-const realtimeKey = "presenced.realtime"
+	"github.com/presenced/presenced/web/wire"
+)
 
 type httpMetrics struct {
 	duration *prometheus.HistogramVec
@@ -62,7 +60,7 @@ func (m *httpMetrics) observe(method, route string, code int, took time.Duration
 }
 
 func statusOf(err error) int {
-	var apiErr *Error
+	var apiErr *wire.Error
 	var httpErr *echo.HTTPError
 	switch {
 	case errors.As(err, &apiErr):

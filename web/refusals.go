@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/presenced/presenced/web/wire"
 )
 
 // net/http answers some requests itself, before any handler: a head it
@@ -69,13 +71,13 @@ func ownRefusal(p []byte, log *slog.Logger, remote string) ([]byte, bool) {
 	}
 	code := refusalCodes[status]
 	if code == "" {
-		code = codeForStatus[status]
+		code = wire.CodeForStatus(status)
 	}
 	if code == "" {
 		code = "bad_request"
 	}
 	id := requestID()
-	body, _ := json.Marshal(errorBody{Error: map[string]any{"code": code, "message": message}})
+	body, _ := json.Marshal((&wire.Error{Code: code, Message: message}).Body())
 	body = append(body, '\n')
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))

@@ -1,6 +1,10 @@
-// Package web is the HTTP plumbing shared by every module: the echo server
-// with its middleware, the JSON error shape, health and metrics endpoints,
-// and WebSocket and SSE connections that drain cleanly on shutdown.
+// Package web is the server every module is mounted on: the listener
+// (connection caps, WebSocket handshakes read ahead of net/http), the echo
+// server with its middleware (request ids, access log, metrics, body
+// limits and deadlines, client addresses), net/http's own refusals in the
+// error shape, readiness, health and metrics endpoints and the admin
+// listener. What its handlers speak is web/wire; its WebSocket and SSE
+// connections are web/socket's.
 package web
 
 import (
@@ -22,6 +26,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Check reports whether one dependency answers.
@@ -30,7 +36,7 @@ type Check func(ctx context.Context) error
 // Server is the HTTP server of one process.
 type Server struct {
 	Echo    *echo.Echo
-	Sockets *Sockets
+	Sockets *socket.Sockets
 
 	cfg      config.Config
 	log      *slog.Logger
@@ -50,7 +56,7 @@ type Server struct {
 func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*Server, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = ErrorHandler(log)
+	e.HTTPErrorHandler = wire.ErrorHandler(log)
 	trusted := cfg.HTTP.TrustedProxies
 	if len(trusted) == 0 && cfg.SingleNode() {
 		// On a development laptop the clients are this machine's own: a
@@ -66,7 +72,7 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
-	sockets, err := NewSockets(cfg.Realtime, reg, log)
+	sockets, err := socket.NewSockets(cfg.Realtime, reg, log)
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}

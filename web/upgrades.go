@@ -17,6 +17,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/presenced/presenced/web/socket"
 )
 
 // upgrades serves WebSocket handshakes itself, ahead of net/http. Every new
@@ -41,7 +43,7 @@ import (
 // handler's context.
 type upgrades struct {
 	echo        *echo.Echo
-	sockets     *Sockets
+	sockets     *socket.Sockets
 	headTimeout time.Duration // http.read_header_timeout (0: none)
 	log         *slog.Logger
 
@@ -51,7 +53,7 @@ type upgrades struct {
 	serving sync.WaitGroup        // handshakes in their handler
 }
 
-func newUpgrades(e *echo.Echo, sockets *Sockets, headTimeout time.Duration, log *slog.Logger) *upgrades {
+func newUpgrades(e *echo.Echo, sockets *socket.Sockets, headTimeout time.Duration, log *slog.Logger) *upgrades {
 	return &upgrades{echo: e, sockets: sockets, headTimeout: headTimeout, log: log, reading: map[net.Conn]struct{}{}}
 }
 
@@ -60,7 +62,7 @@ func (u *upgrades) endpoint(req *http.Request) bool {
 	c := u.echo.AcquireContext()
 	c.Reset(req, nil)
 	u.echo.Router().Find(http.MethodGet, echo.GetPath(req), c)
-	ok := u.sockets.endpoint(c.Path())
+	ok := u.sockets.IsEndpoint(c.Path())
 	c.Reset(nil, nil)
 	u.echo.ReleaseContext(c)
 	return ok

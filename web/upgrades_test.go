@@ -18,6 +18,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // echoSocket upgrades and echoes every message; ahead reports whether the
@@ -43,7 +44,7 @@ func upgradesServer(t *testing.T) (addr string, ahead chan bool) {
 		s.Sockets.Endpoint(s.Echo.GET("/ws", echoSocket(s, ahead)))
 		s.Echo.GET("/unmarked", echoSocket(s, ahead))
 		s.Sockets.Endpoint(s.Echo.GET("/refuse", func(c echo.Context) error {
-			return Errorf(http.StatusUnauthorized, "unauthorized", "no token")
+			return wire.Errorf(http.StatusUnauthorized, "unauthorized", "no token")
 		}))
 		s.Echo.GET("/plain", func(c echo.Context) error { return c.String(http.StatusOK, "plain") })
 	})

@@ -19,6 +19,8 @@ import (
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/web/socket"
+	"github.com/presenced/presenced/web/wire"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -26,7 +28,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 type bundle struct {
 	srv  *Server
 	url  string
-	conn chan *Conn
+	conn chan *socket.Conn
 }
 
 func setup(t *testing.T, mutate func(*config.Config)) bundle {
@@ -44,7 +46,7 @@ func setupLogged(t *testing.T, mutate func(*config.Config), log *slog.Logger) bu
 	}
 	s, err := NewServer(cfg, prometheus.NewRegistry(), log)
 	require.NoError(t, err)
-	b := bundle{srv: s, conn: make(chan *Conn, 1)}
+	b := bundle{srv: s, conn: make(chan *socket.Conn, 1)}
 	s.Echo.GET("/ws", func(c echo.Context) error {
 		conn, err := s.Sockets.Upgrade(c, "test")
 		if err != nil {
@@ -134,7 +136,7 @@ func TestFramesLargerThanTheReadBuffer(t *testing.T) {
 	require.NoError(t, err)
 	conn := <-b.conn
 	conn.SetReadLimit(1 << 20)
-	for _, n := range []int{readBufferBytes - 1, readBufferBytes + 1, 48 << 10, 300 << 10} {
+	for _, n := range []int{4095, 4097, 48 << 10, 300 << 10} { // around the 4 KiB read buffer
 		msg := make([]byte, n)
 		for i := range msg {
 			msg[i] = byte('a' + i%26)
@@ -223,12 +225,12 @@ func TestSSEStreamsHubMessagesAndDrains(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := st.Send(SSEEvent{Event: "reset", Data: []byte("{}")}); err != nil {
+		if err := st.Send(socket.SSEEvent{Event: "reset", Data: []byte("{}")}); err != nil {
 			st.Close()
 			return nil
 		}
-		return st.Serve(q, func(m hub.Message) (SSEEvent, bool) {
-			return SSEEvent{Event: "update", Data: m.Payload}, true
+		return st.Serve(q, func(m hub.Message) (socket.SSEEvent, bool) {
+			return socket.SSEEvent{Event: "update", Data: m.Payload}, true
 		})
 	})
 	resp, err := http.Get(b.url + "/sse")
@@ -257,9 +259,9 @@ func TestSSEStreamsHubMessagesAndDrains(t *testing.T) {
 func TestErrorShape(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	b.srv.Echo.GET("/busy", func(echo.Context) error { return Unavailable(2*time.Second, "store down") })
+	b.srv.Echo.GET("/busy", func(echo.Context) error { return wire.Unavailable(2*time.Second, "store down") })
 	b.srv.Echo.GET("/taken", func(echo.Context) error {
-		e := Errorf(409, "seats_unavailable", "taken")
+		e := wire.Errorf(409, "seats_unavailable", "taken")
 		e.Details = map[string]any{"seats": []string{"A-1"}}
 		return e
 	})

@@ -20,7 +20,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/validate"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Claims are the claims presenced reads from a user token.
@@ -202,11 +202,11 @@ func (v *Verifier) Middleware() echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			tok := TokenFromRequest(c.Request())
 			if tok == "" {
-				return web.Errorf(http.StatusUnauthorized, "unauthorized", "a bearer token is required")
+				return wire.Errorf(http.StatusUnauthorized, "unauthorized", "a bearer token is required")
 			}
 			claims, err := v.Verify(tok)
 			if err != nil {
-				return web.Errorf(http.StatusUnauthorized, "unauthorized", "the token is not valid")
+				return wire.Errorf(http.StatusUnauthorized, "unauthorized", "the token is not valid")
 			}
 			c.SetRequest(c.Request().WithContext(WithClaims(c.Request().Context(), claims)))
 			return next(c)
@@ -242,13 +242,13 @@ func RequireAPIKey(key string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if key == "" {
-				return web.Errorf(http.StatusUnauthorized, "unauthorized", "no API key is configured on this server")
+				return wire.Errorf(http.StatusUnauthorized, "unauthorized", "no API key is configured on this server")
 			}
 			// Exactly one header: with two, a proxy may have checked the
 			// other one.
 			got := c.Request().Header.Values(APIKeyHeader)
 			if len(got) != 1 || subtle.ConstantTimeCompare([]byte(got[0]), []byte(key)) != 1 {
-				return web.Errorf(http.StatusUnauthorized, "unauthorized", "a valid X-API-Key header is required")
+				return wire.Errorf(http.StatusUnauthorized, "unauthorized", "a valid X-API-Key header is required")
 			}
 			return next(c)
 		}

@@ -27,7 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 const secret = "0123456789abcdef0123456789abcdef-test"
@@ -167,7 +167,7 @@ func TestMiddlewareAndAPIKey(t *testing.T) {
 	v, err := NewVerifier(context.Background(), config.Auth{JWTSecret: secret})
 	require.NoError(t, err)
 	e := echo.New()
-	e.HTTPErrorHandler = web.ErrorHandler(slog.New(slog.DiscardHandler))
+	e.HTTPErrorHandler = wire.ErrorHandler(slog.New(slog.DiscardHandler))
 	e.GET("/me", func(c echo.Context) error { return c.String(200, UserID(c)) }, v.Middleware())
 	e.GET("/admin", func(c echo.Context) error { return c.String(200, "ok") }, RequireAPIKey("k"))
 	e.GET("/nokey", func(c echo.Context) error { return c.String(200, "ok") }, RequireAPIKey(""))
@@ -256,7 +256,7 @@ func TestTokenPlacesAndSingleHeaders(t *testing.T) {
 	v, err := NewVerifier(context.Background(), config.Auth{JWTSecret: secret})
 	require.NoError(t, err)
 	e := echo.New()
-	e.HTTPErrorHandler = web.ErrorHandler(slog.New(slog.DiscardHandler))
+	e.HTTPErrorHandler = wire.ErrorHandler(slog.New(slog.DiscardHandler))
 	e.GET("/me", func(c echo.Context) error { return c.String(200, UserID(c)) }, v.Middleware())
 	e.GET("/admin", func(c echo.Context) error { return c.String(200, "ok") }, RequireAPIKey("k"))
 	tok, _ := SignDev(secret, "carol", time.Minute, nil, "", "")

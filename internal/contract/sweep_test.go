@@ -50,7 +50,7 @@ func testWrongMethods(t *testing.T, s *server) {
 
 // Every operation that takes a body refuses one over the limit with 413
 // and one that does not arrive in time with 408, both documented: one
-// body reader for all of them (web.ReadBody).
+// body reader for all of them (wire.ReadBody).
 func testBodyReaders(t *testing.T, s *server) {
 	fx := s.fx
 	doc := spectest.OpenAPI(t)

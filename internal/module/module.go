@@ -17,7 +17,7 @@ import (
 
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/hub"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
 )
 
 // Host is what the process hands a module part as it starts.
@@ -31,7 +31,7 @@ type Host interface {
 	Go(name string, run func(ctx context.Context) error)
 	// Sockets upgrades WebSockets and opens SSE streams, and drains them at
 	// shutdown.
-	Sockets() *web.Sockets
+	Sockets() *socket.Sockets
 	// Users verifies user JWTs.
 	Users() (*auth.Verifier, error)
 	// RequireAPIKey guards server-to-server routes.

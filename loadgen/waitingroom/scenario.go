@@ -27,7 +27,7 @@ import (
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/loadgen"
 	"github.com/presenced/presenced/waitingroom"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Scenario is `presenced loadgen waitingroom`: N users join one waiting
@@ -300,7 +300,7 @@ func (run *loadRun) join(ctx context.Context, tok string) error {
 
 // arrival is a frame and when it came off the socket.
 type arrival struct {
-	env web.Envelope
+	env wire.Envelope
 	at  time.Time
 }
 
@@ -324,7 +324,7 @@ func (run *loadRun) hold(ctx context.Context, u *loadUser, tok string, leaveAt <
 			// channel hop, so the order figure sees as little client
 			// scheduling as it can.
 			at := time.Now()
-			var env web.Envelope
+			var env wire.Envelope
 			if json.Unmarshal(msg, &env) == nil {
 				frames <- arrival{env: env, at: at}
 			}

@@ -26,7 +26,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/presenced/presenced/payments/ticketcode"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // Gate is one gate process's handle on the shared ledger.
@@ -138,19 +138,19 @@ func (g *Gate) Load(ctx context.Context, m ticketcode.Manifest) (int, error) {
 func (g *Gate) Scan(ctx context.Context, payload string) (ScanAnswer, error) {
 	id, window, sig, err := ticketcode.ParsePayload(strings.TrimSpace(payload))
 	if err != nil {
-		return ScanAnswer{}, web.Errorf(http.StatusUnprocessableEntity, CodeInvalidCode, "not a ticket code")
+		return ScanAnswer{}, wire.Errorf(http.StatusUnprocessableEntity, CodeInvalidCode, "not a ticket code")
 	}
 	var secret []byte
 	var label string
 	err = g.db.QueryRowContext(ctx, `SELECT secret, label FROM tickets WHERE id = ?`, id).Scan(&secret, &label)
 	if errors.Is(err, sql.ErrNoRows) {
-		return ScanAnswer{}, web.Errorf(http.StatusUnprocessableEntity, CodeInvalidCode, "not a ticket of this venue")
+		return ScanAnswer{}, wire.Errorf(http.StatusUnprocessableEntity, CodeInvalidCode, "not a ticket of this venue")
 	}
 	if err != nil {
 		return ScanAnswer{}, g.closed(err)
 	}
 	if err := ticketcode.Verify(secret, id, window, sig, g.now()); err != nil {
-		return ScanAnswer{}, web.Errorf(http.StatusUnprocessableEntity, CodeInvalidCode, "invalid or expired code: %v", err)
+		return ScanAnswer{}, wire.Errorf(http.StatusUnprocessableEntity, CodeInvalidCode, "invalid or expired code: %v", err)
 	}
 	// The arbiter: the entries primary key admits each ticket once,
 	// whichever gate and process writes first.
@@ -158,7 +158,7 @@ func (g *Gate) Scan(ctx context.Context, payload string) (ScanAnswer, error) {
 		id, g.name, g.now().UTC().Format(time.RFC3339Nano))
 	var se *sqlite.Error
 	if errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE) {
-		return ScanAnswer{}, web.Errorf(http.StatusConflict, CodeAlreadyUsed, "this ticket was already used")
+		return ScanAnswer{}, wire.Errorf(http.StatusConflict, CodeAlreadyUsed, "this ticket was already used")
 	}
 	if err != nil {
 		return ScanAnswer{}, g.closed(err)
@@ -169,7 +169,7 @@ func (g *Gate) Scan(ctx context.Context, payload string) (ScanAnswer, error) {
 // closed fails a scan closed: nobody enters on a ledger we cannot write.
 func (g *Gate) closed(err error) error {
 	g.log.Error("gate ledger unavailable: refusing entry", "err", err)
-	e := web.Errorf(http.StatusServiceUnavailable, "ledger_unavailable", "the entry ledger cannot be written; entry refused")
+	e := wire.Errorf(http.StatusServiceUnavailable, "ledger_unavailable", "the entry ledger cannot be written; entry refused")
 	e.RetryAfter = time.Second
 	return e
 }
@@ -183,8 +183,8 @@ func (g *Gate) Routes(e *echo.Echo) {
 func (g *Gate) postScan(c echo.Context) error {
 	var req ScanRequest
 	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, 1024)
-	if err := web.DecodeBody(c, &req); err != nil || req.Payload == "" {
-		return web.BadRequest(`want {"payload":"<ticket code>"}`)
+	if err := wire.DecodeBody(c, &req); err != nil || req.Payload == "" {
+		return wire.BadRequest(`want {"payload":"<ticket code>"}`)
 	}
 	ans, err := g.Scan(c.Request().Context(), req.Payload)
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 
 	"github.com/presenced/presenced/internal/spectest"
 	"github.com/presenced/presenced/payments/ticketcode"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -48,7 +48,7 @@ func serve(t *testing.T, g *Gate) string {
 	t.Helper()
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = web.ErrorHandler(quiet())
+	e.HTTPErrorHandler = wire.ErrorHandler(quiet())
 	spectest.Validate(t, e) // every answer of the gate as docs/openapi.yaml says
 	g.Routes(e)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -143,7 +143,7 @@ func TestHelperGateProcess(t *testing.T) {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = web.ErrorHandler(quiet())
+	e.HTTPErrorHandler = wire.ErrorHandler(quiet())
 	g.Routes(e)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/internal/auth"
-	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // TokenRequest is the body of POST /demo/token.
@@ -29,11 +29,11 @@ func signIn(mint func(string) (string, time.Time, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req TokenRequest
 		c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, 1024)
-		if err := web.DecodeBody(c, &req); err != nil {
+		if err := wire.DecodeBody(c, &req); err != nil {
 			return err
 		}
 		if err := auth.ValidUserID(req.User); err != nil {
-			return web.BadRequest("user: %v", err)
+			return wire.BadRequest("user: %v", err)
 		}
 		tok, exp, err := mint(req.User)
 		if err != nil {

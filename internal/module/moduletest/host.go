@@ -18,6 +18,7 @@ import (
 	"github.com/presenced/presenced/internal/spectest"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web"
+	"github.com/presenced/presenced/web/socket"
 )
 
 // Stores are what a test host hands out; a nil store is undeclared.
@@ -83,7 +84,7 @@ func (h *Host) Loops() []string {
 }
 
 func (h *Host) Routes() *echo.Group                { return h.srv.Echo.Group("") }
-func (h *Host) Sockets() *web.Sockets              { return h.srv.Sockets }
+func (h *Host) Sockets() *socket.Sockets           { return h.srv.Sockets }
 func (h *Host) RequireAPIKey() echo.MiddlewareFunc { return auth.RequireAPIKey(h.stores.APIKey) }
 
 func (h *Host) Go(name string, run func(ctx context.Context) error) {

@@ -1,4 +1,4 @@
-package web
+package wire
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/stretchr/testify/require"
 )
 

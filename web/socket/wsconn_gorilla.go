@@ -60,7 +60,7 @@
 //   - maskBytes is written with encoding/binary rather than unsafe, eight
 //     bytes at a time.
 
-package web
+package socket
 
 import (
 	"encoding/binary"

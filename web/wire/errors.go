@@ -1,4 +1,4 @@
-package web
+package wire
 
 import (
 	"errors"
@@ -70,6 +70,20 @@ type errorBody struct {
 	Error map[string]any `json:"error"`
 }
 
+// CodeForStatus is the error code of a status raised without one (echo's
+// own 404, 405, 413, net/http's refusals); "" when none is named.
+func CodeForStatus(status int) string { return codeForStatus[status] }
+
+// Body is the error shape of e: {"error":{"code","message",...}}, its
+// details included.
+func (e *Error) Body() any {
+	body := map[string]any{"code": e.Code, "message": e.Message}
+	for k, v := range e.Details {
+		body[k] = v
+	}
+	return errorBody{Error: body}
+}
+
 // ErrorHandler maps every error to the one JSON error shape. Unexpected
 // errors are logged with the request id and answered without detail.
 func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
@@ -98,14 +112,10 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			secs := int((apiErr.RetryAfter + time.Second - 1) / time.Second)
 			c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 		}
-		body := map[string]any{"code": apiErr.Code, "message": apiErr.Message}
-		for k, v := range apiErr.Details {
-			body[k] = v
-		}
 		if c.Request().Method == http.MethodHead {
 			err = c.NoContent(apiErr.Status)
 		} else {
-			err = c.JSON(apiErr.Status, errorBody{Error: body})
+			err = c.JSON(apiErr.Status, apiErr.Body())
 		}
 		if err != nil {
 			log.Debug("write error response", "err", err)

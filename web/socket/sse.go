@@ -1,4 +1,4 @@
-package web
+package socket
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/web/wire"
 )
 
 // SSEEvent is one Server-Sent Event.
@@ -39,9 +40,9 @@ func (s *Sockets) OpenSSE(c echo.Context, kind string) (*SSE, error) {
 	}
 	st := &SSE{c: c, s: s, kind: kind, flusher: flusher, gone: make(chan time.Duration, 1)}
 	if !s.track(st) {
-		return nil, Unavailable(s.cfg.ReconnectMaxWait, "server is restarting")
+		return nil, wire.Unavailable(s.cfg.ReconnectMaxWait, "server is restarting")
 	}
-	c.Set(realtimeKey, true)
+	c.Set(RealtimeKey, true)
 	s.open.WithLabelValues(kind).Inc()
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")

@@ -1,4 +1,4 @@
-package web
+package wire
 
 import (
 	"encoding/json"

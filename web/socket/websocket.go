@@ -1,4 +1,4 @@
-package web
+package socket
 
 import (
 	"context"
@@ -23,7 +23,12 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/web/wire"
 )
+
+// RealtimeKey marks (in the echo context) a request that became a
+// long-lived stream, whose duration says nothing about request latency.
+const RealtimeKey = "presenced.realtime"
 
 // Close codes presenced sends besides the standard ones.
 const (
@@ -127,22 +132,22 @@ func handshakeError(w http.ResponseWriter, r *http.Request, status int, reason e
 		w.Header().Set("Upgrade", "websocket")
 	}
 	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(errorBody{Error: map[string]any{"code": e.Code, "message": e.Message}})
+	_ = json.NewEncoder(w).Encode(e.Body())
 }
 
 // handshakeRefusal names a refused handshake for the client and the log.
-func handshakeRefusal(r *http.Request, status int, reason error) *Error {
+func handshakeRefusal(r *http.Request, status int, reason error) *wire.Error {
 	switch {
 	case status == http.StatusForbidden:
-		return Errorf(status, "forbidden", "origin %q may not open WebSockets here (realtime.allowed_origins)", r.Header.Get("Origin"))
+		return wire.Errorf(status, "forbidden", "origin %q may not open WebSockets here (realtime.allowed_origins)", r.Header.Get("Origin"))
 	case !websocket.IsWebSocketUpgrade(r):
-		return Errorf(http.StatusBadRequest, "bad_request", "this endpoint is a WebSocket: send an upgrade request (Connection: Upgrade, Upgrade: websocket)")
+		return wire.Errorf(http.StatusBadRequest, "bad_request", "this endpoint is a WebSocket: send an upgrade request (Connection: Upgrade, Upgrade: websocket)")
 	}
-	code := codeForStatus[status]
+	code := wire.CodeForStatus(status)
 	if code == "" {
 		code = "bad_request"
 	}
-	return Errorf(status, code, "WebSocket handshake refused: %s", strings.TrimPrefix(reason.Error(), "websocket: "))
+	return wire.Errorf(status, code, "WebSocket handshake refused: %s", strings.TrimPrefix(reason.Error(), "websocket: "))
 }
 
 // originChecker allows clients without an Origin (servers, CLIs), browsers
@@ -230,7 +235,9 @@ func (s *Sockets) Endpoint(r *echo.Route) *echo.Route {
 	return r
 }
 
-func (s *Sockets) endpoint(path string) bool {
+// IsEndpoint tells whether the route path was marked with Endpoint: the
+// server reads handshakes to it ahead of net/http.
+func (s *Sockets) IsEndpoint(path string) bool {
 	_, ok := s.endpoints.Load(path)
 	return ok
 }
@@ -261,7 +268,7 @@ func (s *Sockets) upgrade(c echo.Context, kind string, hold bool) (*Conn, error)
 	closing := s.closing
 	s.mu.Unlock()
 	if closing {
-		return nil, Unavailable(s.cfg.ReconnectMaxWait, "server is restarting")
+		return nil, wire.Unavailable(s.cfg.ReconnectMaxWait, "server is restarting")
 	}
 	var w http.ResponseWriter = c.Response()
 	if hold {
@@ -272,11 +279,11 @@ func (s *Sockets) upgrade(c echo.Context, kind string, hold bool) (*Conn, error)
 		// handshakeError has answered the client; the error carries the
 		// status for the access log and metrics.
 		if c.Response().Committed {
-			return nil, &Error{Status: c.Response().Status, Code: "handshake", Message: err.Error()}
+			return nil, &wire.Error{Status: c.Response().Status, Code: "handshake", Message: err.Error()}
 		}
 		return nil, fmt.Errorf("websocket upgrade: %w", err)
 	}
-	c.Set(realtimeKey, true)
+	c.Set(RealtimeKey, true)
 	// The upgrader wrote 101 on the hijacked connection, past echo.
 	c.Response().Status = http.StatusSwitchingProtocols
 	// gorilla's Conn has read nothing (it refuses a client that sent data
