@@ -62,8 +62,26 @@ stop() {
 }
 trap stop EXIT
 
+# quiet waits (up to QUIET_WAIT seconds, 300) until the one-minute load
+# average is under QUIET (1.5): a figure taken on a busy machine measures
+# the machine. A run that had to start anyway says so.
+QUIET=${QUIET:-1.5}
+QUIET_WAIT=${QUIET_WAIT:-300}
+quiet() {
+  local waited=0 load
+  while load=$(cut -d' ' -f1 /proc/loadavg) && awk -v l="$load" -v q="$QUIET" 'BEGIN { exit !(l >= q) }'; do
+    if [ "$waited" -ge "$QUIET_WAIT" ]; then
+      echo "warning: load average $load is still >= $QUIET after ${QUIET_WAIT}s; measuring anyway" >&2
+      return
+    fi
+    sleep 5
+    waited=$((waited + 5))
+  done
+}
+
 run() { # run REV N
   local rev=$1 n=$2 log="$OUT/$shape-$1-$2.txt"
+  quiet
   taskset -c 0 "$OUT/presenced-$rev" serve --listen "127.0.0.1:$PORT" --roles presence,worker >"$OUT/server-$rev-$n.log" 2>&1 &
   srv=$!
   for _ in $(seq 1 150); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
