@@ -1,17 +1,15 @@
 package booking
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web/wire"
 )
 
@@ -24,11 +22,11 @@ func storeError(what string, err error) error {
 	if errors.As(err, &apiErr) {
 		return err
 	}
-	// Connection failures first: a refused connection wraps the server's
-	// own PgError (57P03 "the database system is starting up"), which is
-	// no bug of ours.
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.SafeToRetry(err) || isConnError(err) {
-		return wire.Unavailable(time.Second, "the database is unavailable; retry")
+	// Connection failures first (refused, reset, cut mid-query, timed
+	// out): a refused connection wraps the server's own PgError (57P03
+	// "the database system is starting up"), which is no bug of ours.
+	if store.Unavailable(err) {
+		return wire.Unavailable(wire.StoreRetryAfter, "the database is unavailable; retry")
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -67,20 +65,14 @@ func storeError(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// retryableState tells whether a SQLSTATE means "try again": lock and
-// statement timeouts, serialization failures and deadlocks, a server that
-// is shutting down, restarting or starting (57P01-57P03, 57P05 idle
-// session timeout), out of connections or resources (class 53), and
-// connection exceptions (class 08).
+// retryableState tells whether a SQLSTATE of a server that answered
+// means "try again": a lock timeout, serialization failures and
+// deadlocks. (A server out of reach, shutting down, starting or out of
+// connections is store.Unavailable.)
 func retryableState(code string) bool {
 	switch code {
-	case "55P03", "57014", "40001", "40P01", "57P01", "57P02", "57P03", "57P05", "58030":
+	case "55P03", "40001", "40P01":
 		return true
 	}
-	return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "53")
-}
-
-func isConnError(err error) bool {
-	var ce *pgconn.ConnectError
-	return errors.As(err, &ce) || errors.Is(err, pgx.ErrTxClosed)
+	return false
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/presenced/presenced/store"
 )
 
 // Error is an API error: it becomes {"error":{"code","message"}} with
@@ -42,6 +44,10 @@ func Unavailable(after time.Duration, format string, args ...any) *Error {
 	e.RetryAfter = Jitter(after)
 	return e
 }
+
+// StoreRetryAfter is the base of the jittered Retry-After of a 503 for a
+// store that was out of reach.
+const StoreRetryAfter = time.Second
 
 // Jitter returns a duration uniformly within [d/2, 3d/2).
 func Jitter(d time.Duration) time.Duration {
@@ -84,8 +90,10 @@ func (e *Error) Body() any {
 	return errorBody{Error: body}
 }
 
-// ErrorHandler maps every error to the one JSON error shape. Unexpected
-// errors are logged with the request id and answered without detail.
+// ErrorHandler maps every error to the one JSON error shape. An error
+// meaning a store was out of reach (store.Unavailable) is the retryable
+// 503 with Retry-After, whichever module returned it. Unexpected errors
+// are logged with the request id and answered without detail.
 func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
@@ -103,6 +111,12 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			if apiErr.Code == "" {
 				apiErr.Code = "error"
 			}
+		case store.Unavailable(err):
+			// A store lost, refused, reset or timed out under the call,
+			// whichever module made it: retryable, never a 500.
+			log.Warn("request failed: a store is unavailable", "err", err, "method", c.Request().Method, "route", c.Path(),
+				"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+			apiErr = Unavailable(StoreRetryAfter, "a store is unavailable; retry")
 		default:
 			log.Error("request failed", "err", err, "method", c.Request().Method, "route", c.Path(),
 				"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
