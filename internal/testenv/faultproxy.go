@@ -38,6 +38,8 @@ type FaultProxy struct {
 func NewFaultProxy(t testing.TB, upstream string) *FaultProxy {
 	t.Helper()
 	toxiOnce.Do(func() {
+		// The toxics log through zerolog's global logger, at trace level.
+		zerolog.SetGlobalLevel(zerolog.Disabled)
 		toxiServer = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	})
 	name := fmt.Sprintf("proxy-%d", toxiSeq.Add(1))
