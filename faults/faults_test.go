@@ -275,7 +275,7 @@ func redisPID(t *testing.T, url string) int {
 
 // The drill of issue 12: a booking load while, in turn, presenced is
 // SIGKILLed, redis-server is SIGKILLed, Redis restarts empty and
-// PostgreSQL stops. After each: no seat has two owners, no seat is blocked
+// PostgreSQL stops (cleanly, with -m immediate, and SIGKILLed). After each: no seat has two owners, no seat is blocked
 // without a live reservation after 30 s, every committed hold replays byte
 // for byte, and nothing answered 500.
 func TestFaultDrill(t *testing.T) {
@@ -289,6 +289,15 @@ func TestFaultDrill(t *testing.T) {
 	d.pg, err = store.StartEmbeddedPostgres(ctx, t.TempDir(), "", testenv.Logger())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.pg.Stop() })
+	// The private server acknowledges commits before they are on disk
+	// (synchronous_commit off, for speed): a crash of it loses the last
+	// holds answered 201. The drill kills it, so its database commits as
+	// a production server does.
+	admin, err := pgxpool.New(ctx, d.pg.AdminURL())
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "ALTER DATABASE "+store.DevDatabase+" SET synchronous_commit = on")
+	admin.Close()
+	require.NoError(t, err)
 
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
@@ -323,16 +332,28 @@ func TestFaultDrill(t *testing.T) {
 	}
 	d.setupSale(true)
 
+	var rows []drillRow
 	phase := func(fault string, inject func()) {
 		stop := make(chan struct{})
 		wg := d.load(stop)
 		time.Sleep(2 * time.Second)
+		began := time.Now()
 		inject()
+		took := time.Since(began).Round(100 * time.Millisecond)
 		time.Sleep(2 * time.Second)
 		close(stop)
 		wg.Wait()
 		d.check(fault)
+		d.mu.Lock()
+		answers := tallyOf(d.statuses)
+		d.statuses = map[int]int{}
+		commits := len(d.commits)
+		d.mu.Unlock()
+		rows = append(rows, drillRow{fault: fault, duration: took, answers: answers,
+			inv:      invariants{note: fmt.Sprintf("0 double owners, 0 seats blocked by a dead hint after 30 s, %d committed holds replayed byte for byte, 0×500", commits)},
+			presence: "-"})
 	}
+	defer func() { printTable(t, "Process and store faults (TestFaultDrill)", rows) }()
 	phase("presenced SIGKILL", func() {
 		require.NoError(t, d.proc.Process.Signal(syscall.SIGKILL))
 		_ = d.proc.Wait()
@@ -356,7 +377,19 @@ func TestFaultDrill(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		require.NoError(t, d.pg.Resume(ctx))
 	})
+	// Issue 35: stopped with -m immediate mid-sale, holds answered 500
+	// "read event: unexpected EOF" in one run of three.
+	phase("PostgreSQL stopped -m immediate", func() {
+		require.NoError(t, d.pg.StopImmediate())
+		time.Sleep(2 * time.Second)
+		require.NoError(t, d.pg.Resume(ctx))
+	})
+	phase("PostgreSQL SIGKILL (postmaster and backends)", func() {
+		require.NoError(t, d.pg.Kill())
+		time.Sleep(2 * time.Second)
+		require.NoError(t, d.pg.Resume(ctx))
+	})
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	require.Positive(t, d.statuses[http.StatusCreated], "the load sold something")
+	require.NotEmpty(t, d.commits, "the load sold something")
 }

@@ -424,3 +424,66 @@ func DevPostgresURL(dataDir string) (string, bool) {
 	ep := &EmbeddedPostgres{Dir: dir, Port: port}
 	return ep.URL(DevOwner), true
 }
+
+// StopImmediate stops the server as `pg_ctl stop -m immediate` does:
+// every connection cut at once, no shutdown checkpoint; Resume recovers
+// it (fault drills).
+func (ep *EmbeddedPostgres) StopImmediate() error {
+	if !ep.started {
+		return nil
+	}
+	ep.started = false
+	out, err := ep.run(context.Background(), "pg_ctl", "-D", ep.Dir, "-m", "immediate", "-w", "-t", "30", "stop")
+	if err != nil {
+		return fmt.Errorf("stop private postgres (immediate): %v: %s", err, out)
+	}
+	return nil
+}
+
+// Kill ends the server as a crash does: SIGKILL to the postmaster and
+// every backend (pg_ctl starts the postmaster as a session leader, so they
+// share its process group). Resume starts it again through crash recovery
+// (fault drills).
+func (ep *EmbeddedPostgres) Kill() error {
+	data, err := os.ReadFile(filepath.Join(ep.Dir, "postmaster.pid"))
+	if err != nil {
+		return fmt.Errorf("kill private postgres: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0]))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("kill private postgres: bad postmaster.pid")
+	}
+	ep.started = false
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for processAlive(pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kill private postgres: pid %d still running", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The postmaster is not our child: where nothing reaps it, it stays a
+	// zombie, which the next server would take for a live owner of the
+	// data folder.
+	_ = os.Remove(filepath.Join(ep.Dir, "postmaster.pid"))
+	return nil
+}
+
+// processAlive tells whether pid runs (a zombie does not).
+func processAlive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // no /proc: trust kill
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}

@@ -45,3 +45,13 @@ func (ep *EmbeddedPostgres) StartReplica(ctx context.Context, dir string) (*Embe
 	}
 	return rep, nil
 }
+
+// Promote ends the replica's recovery: it becomes a primary that accepts
+// writes, on the same port (a failover; the old primary must be gone).
+func (ep *EmbeddedPostgres) Promote(ctx context.Context) error {
+	out, err := ep.run(ctx, "pg_ctl", "-D", ep.Dir, "-w", "-t", "60", "promote")
+	if err != nil {
+		return fmt.Errorf("promote %s: %v: %s", ep.Dir, err, out)
+	}
+	return nil
+}
