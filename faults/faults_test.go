@@ -349,7 +349,7 @@ func TestFaultDrill(t *testing.T) {
 		d.statuses = map[int]int{}
 		commits := len(d.commits)
 		d.mu.Unlock()
-		rows = append(rows, drillRow{fault: fault, duration: took, answers: answers,
+		rows = append(rows, drillRow{fault: fault, duration: took, recovery: "-", answers: answers,
 			inv:      invariants{note: fmt.Sprintf("0 double owners, 0 seats blocked by a dead hint after 30 s, %d committed holds replayed byte for byte, 0×500", commits)},
 			presence: "-"})
 	}

@@ -20,6 +20,7 @@ import (
 type drillRow struct {
 	fault    string
 	duration time.Duration
+	recovery string
 	answers  string
 	inv      invariants
 	presence string
@@ -29,9 +30,9 @@ type drillRow struct {
 // keeps them) and writes it to $PRESENCED_DRILL_TABLE when set.
 func printTable(t *testing.T, title string, rows []drillRow) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%s\n\n| fault | duration | answers by status | invariants | presence after the heal |\n| --- | --- | --- | --- | --- |\n", title)
+	fmt.Fprintf(&b, "\n%s\n\n| fault | duration | recovery | answers by status | invariants | presence after the heal |\n| --- | --- | --- | --- | --- | --- |\n", title)
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.fault, r.duration, r.answers, r.inv, r.presence)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.fault, r.duration, r.recovery, r.answers, r.inv, r.presence)
 	}
 	t.Log(b.String())
 	if f := os.Getenv("PRESENCED_DRILL_TABLE"); f != "" {
@@ -183,6 +184,7 @@ func TestNetworkFaultDrill(t *testing.T) {
 		leaver.leave()
 		time.Sleep(f.lasts)
 		heal()
+		s.faultEnded()
 		healed := time.Now()
 		// After the heal: pb-3 (on the healthy gateway) left during the
 		// fault; every other user stayed connected (reconnecting as told).
@@ -209,7 +211,7 @@ func TestNetworkFaultDrill(t *testing.T) {
 		buyers.Wait()
 		readers.Wait()
 		inv := s.check()
-		rows = append(rows, drillRow{fault: f.name, duration: f.lasts, answers: s.tally(), inv: inv, presence: presenceOK})
+		rows = append(rows, drillRow{fault: f.name, duration: f.lasts, recovery: s.recovered(), answers: s.tally(), inv: inv, presence: presenceOK})
 		t.Logf("%s: %s; %s", f.name, rows[len(rows)-1].answers, inv)
 		testenv.Eventually(t, 30*time.Second, func() bool {
 			return frontFollower.sees(allOnline(onBack)) && backFollower.sees(allOnline(onFront))

@@ -39,7 +39,9 @@ type sale struct {
 	statuses map[int]int
 	bad      []string // 500s, 5xx other than 503, 503 without Retry-After, unexpected answers
 	paid     []string // reservations paid
-	unsettle []string // operations that never got a definitive answer
+	// after is when a fault ended; firstHold the first 201 after it.
+	after, firstHold time.Time
+	unsettle         []string // operations that never got a definitive answer
 }
 
 type saleBuyer struct {
@@ -93,6 +95,9 @@ func (s *sale) note(what string, a answer, allowed ...int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.statuses[a.code]++
+	if what == "hold" && a.code == http.StatusCreated && !s.after.IsZero() && s.firstHold.IsZero() {
+		s.firstHold = time.Now()
+	}
 	switch {
 	case a.code >= 500 && (a.code != http.StatusServiceUnavailable || a.retryAfter == ""):
 		s.bad = append(s.bad, fmt.Sprintf("%s: %d (Retry-After %q) %s", what, a.code, a.retryAfter, a.body))
@@ -242,6 +247,23 @@ func (s *sale) pay(b *saleBuyer, reservation string) bool {
 		return true
 	}
 	return false
+}
+
+// faultEnded starts the clock of the recovery: recovered says how long
+// after it the first hold was granted.
+func (s *sale) faultEnded() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.after, s.firstHold = time.Now(), time.Time{}
+}
+
+func (s *sale) recovered() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.firstHold.IsZero() {
+		return "no hold granted after it"
+	}
+	return fmt.Sprintf("first 201 %.1f s after", s.firstHold.Sub(s.after).Seconds())
 }
 
 // readOwners records reads of random seats' live owner from the system of

@@ -13,11 +13,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisCluster is a Redis Cluster of masters only, started from the local
-// redis-server for tests and for the split cluster on one machine.
+// RedisCluster is a Redis Cluster started from the local redis-server for
+// tests and for the split cluster on one machine: masters only, or each
+// master with one replica (StartRedisClusterWithReplicas), which the
+// cluster promotes when its master fails.
 type RedisCluster struct {
+	// Servers are every node, masters first, then replicas (node i+masters
+	// replicates master i).
 	Servers []*EmbeddedRedis
-	Addrs   []string // host:port of each master, in slot order
+	Addrs   []string // host:port of each node, in the order of Servers
+	masters int
 	dir     string
 }
 
@@ -25,8 +30,18 @@ type RedisCluster struct {
 // spreads the 16,384 slots evenly over them and waits up to converge for
 // every node to report the cluster ok. On failure it stops what it started.
 func StartRedisCluster(ctx context.Context, dir string, masters int, converge time.Duration) (*RedisCluster, error) {
-	c := &RedisCluster{dir: dir}
-	for i := 0; i < masters; i++ {
+	return startRedisCluster(ctx, dir, masters, 0, converge)
+}
+
+// StartRedisClusterWithReplicas is StartRedisCluster with one replica per
+// master; it returns once every replica's link to its master is up.
+func StartRedisClusterWithReplicas(ctx context.Context, dir string, masters int, converge time.Duration) (*RedisCluster, error) {
+	return startRedisCluster(ctx, dir, masters, masters, converge)
+}
+
+func startRedisCluster(ctx context.Context, dir string, masters, replicas int, converge time.Duration) (*RedisCluster, error) {
+	c := &RedisCluster{dir: dir, masters: masters}
+	for i := 0; i < masters+replicas; i++ {
 		if err := os.MkdirAll(c.nodeDir(i), 0o755); err != nil {
 			c.Stop()
 			return nil, err
@@ -39,11 +54,77 @@ func StartRedisCluster(ctx context.Context, dir string, masters int, converge ti
 		c.Servers = append(c.Servers, srv)
 		c.Addrs = append(c.Addrs, strings.TrimPrefix(srv.URL, "redis://"))
 	}
-	if err := joinCluster(ctx, c.Addrs, converge); err != nil {
+	if err := joinCluster(ctx, c.Addrs, masters, converge); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := c.attachReplicas(ctx, converge); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	return c, nil
+}
+
+// attachReplicas makes node masters+i a replica of master i and waits
+// until each has synced.
+func (c *RedisCluster) attachReplicas(ctx context.Context, converge time.Duration) error {
+	deadline := time.Now().Add(converge)
+	for i := c.masters; i < len(c.Addrs); i++ {
+		m := redis.NewClient(&redis.Options{Addr: c.Addrs[i-c.masters]})
+		id, err := m.ClusterMyID(ctx).Result()
+		m.Close()
+		if err != nil {
+			return fmt.Errorf("redis cluster master %d id: %w", i-c.masters, err)
+		}
+		r := redis.NewClient(&redis.Options{Addr: c.Addrs[i]})
+		for {
+			// The replica must know the master's id first (gossip).
+			err = r.ClusterReplicate(ctx, id).Err()
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			r.Close()
+			return fmt.Errorf("redis cluster replica %d: %w", i, err)
+		}
+		for {
+			info, err := r.Info(ctx, "replication").Result()
+			if err == nil && strings.Contains(info, "master_link_status:up") {
+				break
+			}
+			if time.Now().After(deadline) {
+				r.Close()
+				return fmt.Errorf("redis cluster replica %d did not sync: %v %s", i, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		r.Close()
+	}
+	return nil
+}
+
+// MasterOf returns the index of the node serving slot as a master now.
+func (c *RedisCluster) MasterOf(ctx context.Context, slot int) (int, error) {
+	for _, a := range c.Addrs {
+		n := redis.NewClient(&redis.Options{Addr: a})
+		slots, err := n.ClusterSlots(ctx).Result()
+		n.Close()
+		if err != nil {
+			continue // a node down: ask the next
+		}
+		for _, s := range slots {
+			if s.Start <= slot && slot <= s.End && len(s.Nodes) > 0 {
+				for j, b := range c.Addrs {
+					if b == s.Nodes[0].Addr {
+						return j, nil
+					}
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("no node serves slot %d", slot)
 }
 
 func (c *RedisCluster) nodeDir(i int) string { return filepath.Join(c.dir, strconv.Itoa(i)) }
@@ -97,15 +178,17 @@ func RedisClusterURL(addrs []string) string {
 	return u
 }
 
-func joinCluster(ctx context.Context, addrs []string, converge time.Duration) error {
+// joinCluster spreads the slots over the first masters nodes and makes
+// every node meet.
+func joinCluster(ctx context.Context, addrs []string, masters int, converge time.Duration) error {
 	nodes := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
 		nodes[i] = redis.NewClient(&redis.Options{Addr: a})
 		defer nodes[i].Close()
 	}
 	const slots = 16384
-	for i, n := range nodes {
-		lo, hi := i*slots/len(nodes), (i+1)*slots/len(nodes)-1
+	for i, n := range nodes[:masters] {
+		lo, hi := i*slots/masters, (i+1)*slots/masters-1
 		if err := n.ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
 			return fmt.Errorf("assign slots %d-%d: %w", lo, hi, err)
 		}

@@ -123,3 +123,17 @@ func HostPort(t testing.TB, storeURL string) string {
 	}
 	return u.Host
 }
+
+// Retarget points the proxy at another upstream, on the same port (a
+// virtual address moved to a promoted replica): open connections are cut.
+func (f *FaultProxy) Retarget(upstream string) {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.proxy.Stop()
+	f.proxy.Upstream = upstream
+	if err := f.proxy.Start(); err != nil {
+		f.t.Fatalf("retarget fault proxy: %v", err)
+	}
+	f.down = false
+}

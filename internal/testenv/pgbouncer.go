@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +27,27 @@ const installPgBouncer = "install pgbouncer (apt-get install pgbouncer)"
 // returns url (a DSN of the test server, with its database and login) with
 // the host and port of the pooler instead.
 func PgBouncer(t testing.TB, url, poolMode string, poolSize int) string {
+	t.Helper()
+	return NewPgBouncer(t, url, poolMode, poolSize).URL
+}
+
+// Pooler is a running private pgbouncer (NewPgBouncer).
+type Pooler struct {
+	// URL is the upstream DSN with the pooler's host and port.
+	URL string
+	t   testing.TB
+	bin string
+	dir string
+	ini string
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	// exited gets the process's end.
+	exited chan error
+	addr   string
+}
+
+// NewPgBouncer is PgBouncer returning the pooler, for drills that restart it.
+func NewPgBouncer(t testing.TB, url, poolMode string, poolSize int) *Pooler {
 	t.Helper()
 	bin, err := findTool("pgbouncer")
 	if err != nil {
@@ -46,6 +68,7 @@ func PgBouncer(t testing.TB, url, poolMode string, poolSize int) string {
 	if err := os.WriteFile(filepath.Join(dir, "users.txt"), []byte(users), 0o644); err != nil {
 		t.Fatalf("pgbouncer: %v", err)
 	}
+	p := &Pooler{t: t, bin: bin, dir: dir}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := store.FreePort()
@@ -69,55 +92,93 @@ logfile = %s
 pidfile = %s
 `, cfg.Host, cfg.Port, port, filepath.Join(dir, "users.txt"), poolMode, poolSize,
 			filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
-		iniPath := filepath.Join(dir, "pgbouncer.ini")
-		if err := os.WriteFile(iniPath, []byte(ini), 0o644); err != nil {
+		p.ini = filepath.Join(dir, "pgbouncer.ini")
+		if err := os.WriteFile(p.ini, []byte(ini), 0o644); err != nil {
 			t.Fatalf("pgbouncer: %v", err)
 		}
-		cmd := exec.Command(bin, iniPath)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if os.Geteuid() == 0 {
-			// pgbouncer refuses to run as root.
-			cred, err := postgresUser()
-			if err != nil {
-				t.Fatalf("pgbouncer: %v", err)
-			}
-			cmd.SysProcAttr.Credential = cred
-			_ = os.Chown(dir, int(cred.Uid), int(cred.Gid))
-			for _, f := range []string{"users.txt", "pgbouncer.ini"} {
-				_ = os.Chown(filepath.Join(dir, f), int(cred.Uid), int(cred.Gid))
-			}
-			_ = os.Chmod(dir, 0o755)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start pgbouncer: %v", err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if err := waitListening(addr, exited, 30*time.Second); err != nil {
-			_ = cmd.Process.Kill()
-			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
-			lastErr = fmt.Errorf("%w: %s", err, lastLinesOf(string(log), 3))
+		p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if lastErr = p.start(); lastErr != nil {
 			continue
 		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-		})
+		t.Cleanup(p.stop)
 		cfg.Host, cfg.Port = "127.0.0.1", uint16(port)
 		pw := ""
 		if cfg.Password != "" {
 			pw = ":" + cfg.Password
 		}
-		return fmt.Sprintf("postgres://%s%s@%s/%s?sslmode=disable", cfg.User, pw, addr, cfg.Database)
+		p.URL = fmt.Sprintf("postgres://%s%s@%s/%s?sslmode=disable", cfg.User, pw, p.addr, cfg.Database)
+		return p
 	}
 	t.Fatalf("pgbouncer did not start: %v", lastErr)
-	return ""
+	return nil
+}
+
+func (p *Pooler) start() error {
+	cmd := exec.Command(p.bin, p.ini)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if os.Geteuid() == 0 {
+		// pgbouncer refuses to run as root.
+		cred, err := postgresUser()
+		if err != nil {
+			p.t.Fatalf("pgbouncer: %v", err)
+		}
+		cmd.SysProcAttr.Credential = cred
+		_ = os.Chown(p.dir, int(cred.Uid), int(cred.Gid))
+		for _, f := range []string{"users.txt", "pgbouncer.ini", "pgbouncer.log"} {
+			_ = os.Chown(filepath.Join(p.dir, f), int(cred.Uid), int(cred.Gid))
+		}
+		_ = os.Chmod(p.dir, 0o755)
+	}
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("start pgbouncer: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if err := waitListening(p.addr, exited, 30*time.Second); err != nil {
+		_ = cmd.Process.Kill()
+		log, _ := os.ReadFile(filepath.Join(p.dir, "pgbouncer.log"))
+		return fmt.Errorf("%w: %s", err, lastLinesOf(string(log), 3))
+	}
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
+	return nil
+}
+
+// stop ends the pooler (SIGTERM: every client connection cut at once).
+func (p *Pooler) stop() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// Restart stops the pooler, waits down, and starts it again on its port.
+func (p *Pooler) Restart(down time.Duration) {
+	p.t.Helper()
+	p.stop()
+	time.Sleep(down)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := p.start()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("restart pgbouncer: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // waitListening polls addr until it accepts, the process exits or timeout.
