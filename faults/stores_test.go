@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"syscall"
@@ -168,4 +169,97 @@ func TestPostgresClusterDrill(t *testing.T) {
 	}))
 	requireSaleClean(t, s, rows)
 	requireCheckClean(t, srv, db)
+}
+
+// Waiting-room rooms and lines live in Redis only. With Redis persisting
+// every write (appendonly, appendfsync always) a crash and restart keeps
+// them: the room, who is admitted (and their passes), who waits and in
+// what order. Without persistence the restart loses them all (the room
+// answers 404 until its settings are applied again), as docs/waitingroom.md
+// says.
+func TestWaitingRoomSurvivesRedisRestartWithAOF(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crashes and restarts redis-server")
+	}
+	for _, aof := range []bool{true, false} {
+		t.Run(fmt.Sprintf("appendonly=%t", aof), func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			port, err := store.FreePort()
+			require.NoError(t, err)
+			opt := store.RedisServerOptions{Port: port, Dir: dir}
+			if aof {
+				opt.Args = []string{"--appendonly", "yes", "--appendfsync", "always"}
+			}
+			rds, err := store.StartRedisServer(ctx, opt)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = rds.Stop() })
+
+			cfg := saleConfig(t)
+			cfg.Roles = []string{"admit", "worker"}
+			cfg.Redis.URL = rds.URL
+			srv := apptest.StartUnchecked(t, cfg)
+			admin := map[string]string{"X-API-Key": cfg.Auth.APIKey}
+			a := do("PUT", srv.URL+"/v1/admin/waitingrooms/aof", admin, `{"capacity":2,"batch":2,"leaseSeconds":1800,"heartbeatTimeoutSeconds":600}`)
+			require.Equal(t, 201, a.code, "%s", a.body)
+			s := newSale(t, func() string { return srv.URL }, cfg.Auth.APIKey, secret, "aof", nil, 6)
+			status := func(b *saleBuyer) (string, int, int) {
+				a := do("GET", srv.URL+"/v1/waitingroom/aof/status", s.userHdr(b), "")
+				var st struct {
+					State    string
+					Position int
+				}
+				_ = json.Unmarshal(a.body, &st)
+				return st.State, st.Position, a.code
+			}
+			for _, b := range s.buyers {
+				a := do("POST", srv.URL+"/v1/waitingroom/aof/join", s.userHdr(b), "")
+				require.Equal(t, 200, a.code, "%s", a.body)
+				time.Sleep(20 * time.Millisecond) // a line in join order
+			}
+			before := map[string]string{}
+			testenv.Eventually(t, 30*time.Second, func() bool {
+				admitted := 0
+				for _, b := range s.buyers {
+					state, pos, _ := status(b)
+					before[b.user] = fmt.Sprintf("%s %d", state, pos)
+					if state == "admitted" {
+						admitted++
+					}
+				}
+				return admitted == 2
+			}, "two of six admitted, four in line")
+
+			require.NoError(t, syscall.Kill(redisPID(t, rds.URL), syscall.SIGKILL))
+			time.Sleep(500 * time.Millisecond)
+			rds, err = store.StartRedisServer(ctx, opt)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = rds.Stop() })
+
+			after := map[string]string{}
+			var code int
+			testenv.Eventually(t, 30*time.Second, func() bool {
+				for _, b := range s.buyers {
+					var state string
+					var pos int
+					state, pos, code = status(b)
+					if code == 503 {
+						return false // reconnecting
+					}
+					after[b.user] = fmt.Sprintf("%s %d", state, pos)
+				}
+				return true
+			}, "the line answers after the restart")
+			t.Logf("before the crash %v, after the restart %v", before, after)
+			if aof {
+				require.Equal(t, before, after, "every place in line and every admission kept")
+				a = do("GET", srv.URL+"/v1/admin/waitingrooms/aof", admin, "")
+				require.Equal(t, 200, a.code, "%s", a.body)
+				return
+			}
+			require.Equal(t, 404, code, "without persistence the room is gone")
+			a = do("GET", srv.URL+"/v1/admin/waitingrooms/aof", admin, "")
+			require.Equal(t, 404, a.code, "%s", a.body)
+		})
+	}
 }
