@@ -5,6 +5,7 @@ import (
 
 	"github.com/presenced/presenced/loadgen"
 	bookingload "github.com/presenced/presenced/loadgen/booking"
+	"github.com/presenced/presenced/loadgen/mixed"
 	paymentsload "github.com/presenced/presenced/loadgen/payments"
 	presenceload "github.com/presenced/presenced/loadgen/presence"
 	staysload "github.com/presenced/presenced/loadgen/stays"
@@ -22,6 +23,12 @@ func scenarios() []loadgen.Scenario {
 		staysload.New(),
 		viewersload.New(),
 		waitingroomload.New(),
+		mixed.New(mixed.Default(
+			func() loadgen.Scenario { return presenceload.New() },
+			func() loadgen.Scenario { return viewersload.New() },
+			func() loadgen.Scenario { return waitingroomload.New() },
+			func() loadgen.Scenario { return paymentsload.New() },
+		)...),
 	}
 }
 
@@ -37,7 +44,8 @@ when more than --max-errors of its operations failed.`,
 		Example: `  presenced loadgen http -d 5s
   presenced loadgen viewers --viewers 20000 --hotels 1000 -d 30s
   presenced loadgen waitingroom --json > run.json
-  presenced loadgen presence --users 10000 --follow 20 --changes 1000 -d 30s`,
+  presenced loadgen presence --users 10000 --follow 20 --changes 1000 -d 30s
+  presenced loadgen mixed -d 30m --postgres-url postgres://...`,
 	}
 	for _, s := range scenarios() {
 		var o loadgen.Options
