@@ -90,14 +90,14 @@ func TestStoreLostMidCallAnswers503(t *testing.T) {
 	a = do("PUT", srv.URL+"/v1/admin/waitingrooms/lost", admin, `{"capacity":100,"batch":100}`)
 	require.Equal(t, 201, a.code, "%s", a.body)
 	var seats []int64
-	rows, err := db.Query(ctx, `SELECT id FROM seats WHERE event_id = 'lost' ORDER BY id`)
+	seatRows, err := db.Query(ctx, `SELECT id FROM seats WHERE event_id = 'lost' ORDER BY id`)
 	require.NoError(t, err)
-	for rows.Next() {
+	for seatRows.Next() {
 		var id int64
-		require.NoError(t, rows.Scan(&id))
+		require.NoError(t, seatRows.Scan(&id))
 		seats = append(seats, id)
 	}
-	require.NoError(t, rows.Err())
+	require.NoError(t, seatRows.Err())
 
 	// A worker ticks the line, straight to the stores, and stops once the
 	// buyer is admitted: its loops must not wait on the drill's locks.
@@ -151,6 +151,12 @@ func TestStoreLostMidCallAnswers503(t *testing.T) {
 		{"event (admin)", "GET", "/v1/admin/events/lost", admin, "", "events"},
 		{"contacts", "PUT", "/v1/presence/contacts/lost-buyer", map[string]string{auth.APIKeyHeader: cfg.Auth.APIKey, "Content-Type": "application/json"}, `{"contacts":["a"]}`, "presence_contacts"},
 	}
+	var rows []drillRow
+	row := func(fault string, a answer, how string) {
+		rows = append(rows, drillRow{fault: fault, duration: 0, recovery: how,
+			answers: fmt.Sprintf("1×%d (Retry-After %s)", a.code, a.retryAfter), inv: invariants{note: "-"}, presence: "-"})
+	}
+	defer func() { printTable(t, "A store lost in the middle of a call (TestStoreLostMidCallAnswers503)", rows) }()
 	for _, r := range pgRoutes {
 		t.Run("PostgreSQL lost mid-query: "+r.name, func(t *testing.T) {
 			testenv.Eventually(t, 20*time.Second, func() bool { return lockWaiters(t, db) == 0 }, "no query of presenced waits on a lock before")
@@ -171,6 +177,7 @@ func TestStoreLostMidCallAnswers503(t *testing.T) {
 					// dead since, failed under this route's first query.
 					t.Logf("%s answered before its query waited on the lock", r.name)
 					require.NoError(t, a.err)
+					row("PostgreSQL: "+r.name, a, "a pooled connection cut earlier failed under the first query")
 					requireUnavailable(t, a)
 					return
 				case <-deadline:
@@ -184,6 +191,7 @@ func TestStoreLostMidCallAnswers503(t *testing.T) {
 			_ = tx.Rollback(ctx)
 			pgProxy.Heal()
 			require.NoError(t, a.err)
+			row("PostgreSQL: "+r.name, a, "cut while the query waited on a lock")
 			requireUnavailable(t, a)
 		})
 	}
@@ -212,6 +220,7 @@ func TestStoreLostMidCallAnswers503(t *testing.T) {
 			redisProxy.Remove(hole)
 			redisProxy.Heal()
 			require.NoError(t, a.err)
+			row("Redis: "+r.name, a, "answers blackholed 0.5 s, then cut")
 			requireUnavailable(t, a)
 		})
 	}
