@@ -56,12 +56,6 @@ func (h *history) add(client int, seats []int64, in seatInput, out seatOutput, c
 	}
 }
 
-func (h *history) len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.ops)
-}
-
 // seatModel is one seat's owner, partitioned by seat.
 func seatModel(h []seatOp) porcupine.Model {
 	bySeat := map[int64][]porcupine.Operation{}

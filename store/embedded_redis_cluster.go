@@ -109,15 +109,21 @@ func (c *RedisCluster) attachReplicas(ctx context.Context, converge time.Duratio
 func (c *RedisCluster) MasterOf(ctx context.Context, slot int) (int, error) {
 	for _, a := range c.Addrs {
 		n := redis.NewClient(&redis.Options{Addr: a})
-		slots, err := n.ClusterSlots(ctx).Result()
+		shards, err := n.ClusterShards(ctx).Result()
 		n.Close()
 		if err != nil {
 			continue // a node down: ask the next
 		}
-		for _, s := range slots {
-			if s.Start <= slot && slot <= s.End && len(s.Nodes) > 0 {
+		for _, sh := range shards {
+			if !shardServes(sh, slot) {
+				continue
+			}
+			for _, node := range sh.Nodes {
+				if node.Role != "master" || node.Health != "online" {
+					continue
+				}
 				for j, b := range c.Addrs {
-					if b == s.Nodes[0].Addr {
+					if b == net.JoinHostPort(node.IP, strconv.FormatInt(node.Port, 10)) {
 						return j, nil
 					}
 				}
@@ -125,6 +131,15 @@ func (c *RedisCluster) MasterOf(ctx context.Context, slot int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no node serves slot %d", slot)
+}
+
+func shardServes(sh redis.ClusterShard, slot int) bool {
+	for _, r := range sh.Slots {
+		if r.Start <= int64(slot) && int64(slot) <= r.End {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *RedisCluster) nodeDir(i int) string { return filepath.Join(c.dir, strconv.Itoa(i)) }
