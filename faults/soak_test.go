@@ -59,7 +59,7 @@ func TestSoak(t *testing.T) {
 		require.NoError(t, err, "PRESENCED_SOAK")
 	}
 	if d == 0 {
-		t.Skip("the soak runs only when asked: go test ./faults -run TestSoak -soak 30m (or PRESENCED_SOAK=5m)")
+		t.Skip("the soak runs only when asked: go test ./faults -run TestSoak -soak=30m (or PRESENCED_SOAK=30m)")
 	}
 	require.GreaterOrEqual(t, d, 5*time.Minute, "a soak shorter than its warm-up and wind-down measures nothing")
 	ctx := context.Background()
