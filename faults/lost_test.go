@@ -26,6 +26,7 @@ type answer struct {
 	retryAfter string
 	body       []byte
 	err        error
+	took       time.Duration
 }
 
 func do(method, url string, hdr map[string]string, body string) answer {
@@ -36,13 +37,14 @@ func do(method, url string, hdr map[string]string, body string) answer {
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
+	start := time.Now()
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		return answer{err: err}
+		return answer{err: err, took: time.Since(start)}
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return answer{code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), body: b}
+	return answer{code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), body: b, took: time.Since(start)}
 }
 
 // A store connection lost in the middle of a call (PostgreSQL killed

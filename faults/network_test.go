@@ -168,8 +168,11 @@ func TestNetworkFaultDrill(t *testing.T) {
 		{"Redis bandwidth 16 KB/s", 4 * time.Second, toxic(redisProxy, "bandwidth", "downstream", `{"rate":16}`)},
 		{"PostgreSQL connections reset", 3 * time.Second, toxic(pgProxy, "reset_peer", "upstream", `{"timeout":0}`)},
 		{"Redis connections reset", 3 * time.Second, toxic(redisProxy, "reset_peer", "upstream", `{"timeout":0}`)},
-		{"PostgreSQL half-open (blackhole)", 4 * time.Second, both(pgProxy, "timeout", `{"timeout":0}`)},
-		{"Redis half-open (blackhole)", 4 * time.Second, both(redisProxy, "timeout", `{"timeout":0}`)},
+		// Longer than every client deadline (a hold waits for a writer at
+		// most 2 × (statement_timeout + lock_timeout) = 14 s): the
+		// deadlines, not the heal, must end the calls.
+		{"PostgreSQL half-open (blackhole)", 16 * time.Second, both(pgProxy, "timeout", `{"timeout":0}`)},
+		{"Redis half-open (blackhole)", 8 * time.Second, both(redisProxy, "timeout", `{"timeout":0}`)},
 		{"front plane partitioned from PostgreSQL", 5 * time.Second, partition(pgProxy)},
 		{"front plane partitioned from Redis", 6 * time.Second, partition(redisProxy)},
 	}

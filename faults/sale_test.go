@@ -41,7 +41,10 @@ type sale struct {
 	paid     []string // reservations paid
 	// after is when a fault ended; firstHold the first 201 after it.
 	after, firstHold time.Time
-	unsettle         []string // operations that never got a definitive answer
+	// slowest is the longest wait for one answer since the last tally.
+	slowest     time.Duration
+	slowestWhat string
+	unsettle    []string // operations that never got a definitive answer
 }
 
 type saleBuyer struct {
@@ -86,14 +89,28 @@ func (s *sale) create(event string, rows int) {
 	require.NoError(t, rowsQ.Err())
 }
 
+// maxWait bounds the wait for one answer during any fault.
+const maxWait = 20 * time.Second
+
 // note counts an answer and keeps what breaks the drill's rules: no 500,
 // every 5xx a 503 with Retry-After.
 func (s *sale) note(what string, a answer, allowed ...int) {
-	if a.err != nil {
-		return // no answer (the plane's own link is not cut: a timeout of ours)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if a.took > s.slowest {
+		s.slowest, s.slowestWhat = a.took, fmt.Sprintf("%s %d", what, a.code)
+	}
+	// The plane itself is never down in these drills: every call gets an
+	// answer, and within the longest client deadline of the server (a hold
+	// waits for a writer at most 2 × (statement_timeout + lock_timeout) =
+	// 14 s) plus slack.
+	if a.err != nil {
+		s.bad = append(s.bad, fmt.Sprintf("%s: no answer after %s: %v", what, a.took.Round(time.Millisecond), a.err))
+		return
+	}
+	if a.took > maxWait {
+		s.bad = append(s.bad, fmt.Sprintf("%s: answered %d after %s", what, a.code, a.took.Round(time.Millisecond)))
+	}
 	s.statuses[a.code]++
 	if what == "hold" && a.code == http.StatusCreated && !s.after.IsZero() && s.firstHold.IsZero() {
 		s.firstHold = time.Now()
@@ -260,10 +277,12 @@ func (s *sale) faultEnded() {
 func (s *sale) recovered() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	slowest := fmt.Sprintf("slowest answer %.1f s (%s)", s.slowest.Seconds(), s.slowestWhat)
+	s.slowest, s.slowestWhat = 0, ""
 	if s.firstHold.IsZero() {
-		return "no hold granted after it"
+		return "no hold granted after it; " + slowest
 	}
-	return fmt.Sprintf("first 201 %.1f s after", s.firstHold.Sub(s.after).Seconds())
+	return fmt.Sprintf("first 201 %.1f s after; %s", s.firstHold.Sub(s.after).Seconds(), slowest)
 }
 
 // readOwners records reads of random seats' live owner from the system of
