@@ -118,13 +118,13 @@ func TestStoreLostMidCallAnswers503(t *testing.T) {
 		return a.code == 200 && st.State == "admitted"
 	}, "admitted")
 	worker.Stop()
-	hold := func(key string, seat int64) map[string]string {
+	hold := func(key string) map[string]string {
 		h := user("lost-buyer")
 		h[booking.HeaderAdmissionPass] = pass
 		h[booking.HeaderIdempotencyKey] = key
 		return h
 	}
-	a = do("POST", srv.URL+"/v1/events/lost/holds", hold("k0", seats[0]), fmt.Sprintf(`{"seats":[%d]}`, seats[0]))
+	a = do("POST", srv.URL+"/v1/events/lost/holds", hold("k0"), fmt.Sprintf(`{"seats":[%d]}`, seats[0]))
 	require.Equal(t, 201, a.code, "%s", a.body)
 	var res booking.Reservation
 	require.NoError(t, json.Unmarshal(a.body, &res))
@@ -139,7 +139,7 @@ func TestStoreLostMidCallAnswers503(t *testing.T) {
 		lock string
 	}
 	pgRoutes := []route{
-		{"hold", "POST", "/v1/events/lost/holds", hold("k1", seats[1]), fmt.Sprintf(`{"seats":[%d]}`, seats[1]), "idempotency_keys, reservations"},
+		{"hold", "POST", "/v1/events/lost/holds", hold("k1"), fmt.Sprintf(`{"seats":[%d]}`, seats[1]), "idempotency_keys, reservations"},
 		{"stay hold", "POST", "/v1/hotels/lost-hotel/holds", func() map[string]string {
 			h := user("lost-guest")
 			h[booking.HeaderIdempotencyKey] = "s1"
@@ -201,7 +201,7 @@ func TestStoreLostMidCallAnswers503(t *testing.T) {
 	redisRoutes := []route{
 		{"join", "POST", "/v1/waitingroom/lost/join", user("lost-fan"), "", ""},
 		{"viewers bundle", "GET", "/v1/viewers/lost-hotel/bundle", admin, "", ""},
-		{"hold", "POST", "/v1/events/lost/holds", hold("k2", seats[2]), fmt.Sprintf(`{"seats":[%d]}`, seats[2]), ""},
+		{"hold", "POST", "/v1/events/lost/holds", hold("k2"), fmt.Sprintf(`{"seats":[%d]}`, seats[2]), ""},
 		{"presence user", "GET", "/v1/presence/users/someone", user("lost-buyer"), "", ""},
 	}
 	for _, r := range redisRoutes {
