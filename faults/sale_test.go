@@ -39,6 +39,9 @@ type sale struct {
 	statuses map[int]int
 	bad      []string // 500s, 5xx other than 503, 503 without Retry-After, unexpected answers
 	paid     []string // reservations paid
+	// releasedByPayments counts holds a payment start released because
+	// every provider was failing.
+	releasedByPayments int
 	// after is when a fault ended; firstHold the first 201 after it.
 	after, firstHold time.Time
 	// slowest is the longest wait for one answer since the last tally.
@@ -136,7 +139,7 @@ func (s *sale) definitive(what string, call func() answer, allowed ...int) (answ
 	for {
 		a := call()
 		s.note(what, a, allowed...)
-		if a.err == nil && a.code != http.StatusServiceUnavailable {
+		if a.err == nil && (a.code != http.StatusServiceUnavailable || errorCode(a) == payments.CodeProvidersUnavailable) {
 			return a, true
 		}
 		if time.Now().After(deadline) {
@@ -227,7 +230,7 @@ func (s *sale) round(b *saleBuyer) {
 	}
 	s.hist.add(b.id, seats, seatInput{Kind: "hold", Res: r.ID}, seatOutput{OK: true}, call, ret)
 
-	if rand.IntN(5) == 0 && s.pay(b, r.ID) {
+	if rand.IntN(5) == 0 && s.pay(b, r.ID, seats) {
 		b.pass = "" // a paid checkout ends the admission
 		return
 	}
@@ -242,13 +245,23 @@ func (s *sale) round(b *saleBuyer) {
 	b.pass = "" // the cancel ended the admission lease
 }
 
-// pay starts a payment and confirms it at the sandbox provider.
-func (s *sale) pay(b *saleBuyer, reservation string) bool {
+// pay starts a payment and confirms it at the sandbox provider. A start
+// answered 503 providers_unavailable released the hold (every provider's
+// breaker open): that is a release of its seats, and the end of the round.
+func (s *sale) pay(b *saleBuyer, reservation string, seats []int64) bool {
 	hdr := s.userHdr(b)
 	hdr[payments.HeaderIdempotencyKey] = fmt.Sprintf("%s-p%d", b.user, b.n)
+	call := s.hist.now()
 	a, ok := s.definitive("payment", func() answer {
 		return do("POST", s.base()+"/v1/reservations/"+reservation+"/payments", hdr, "")
 	}, 200, 201, 409)
+	if ok && a.code == http.StatusServiceUnavailable {
+		s.hist.add(b.id, seats, seatInput{Kind: "release", Res: reservation}, seatOutput{OK: true}, call, s.hist.now())
+		s.mu.Lock()
+		s.releasedByPayments++
+		s.mu.Unlock()
+		return true
+	}
 	var v payments.PaymentView
 	if !ok || (a.code != 200 && a.code != 201) || json.Unmarshal(a.body, &v) != nil || v.ConfirmURL == "" {
 		return false
@@ -361,7 +374,11 @@ SELECT count(*) FROM (
 	s.mu.Lock()
 	inv.bad, inv.unsettled = len(s.bad), len(s.unsettle)
 	s.mu.Unlock()
-	inv.linearizable, inv.ops = s.hist.checkLinearizable(time.Minute)
+	var why string
+	inv.linearizable, inv.ops, why = s.hist.checkLinearizable(time.Minute)
+	if why != "" {
+		s.t.Logf("history not linearizable: %s", why)
+	}
 	return inv
 }
 
@@ -371,6 +388,10 @@ func (s *sale) tally() string {
 	defer s.mu.Unlock()
 	out := tallyOf(s.statuses)
 	s.statuses = map[int]int{}
+	if s.releasedByPayments > 0 {
+		out += fmt.Sprintf(" (%d holds released by a payment start: providers_unavailable)", s.releasedByPayments)
+		s.releasedByPayments = 0
+	}
 	return out
 }
 
@@ -386,4 +407,15 @@ func tallyOf(statuses map[int]int) string {
 		parts = append(parts, fmt.Sprintf("%d×%d", statuses[c], c))
 	}
 	return strings.Join(parts, " ")
+}
+
+// errorCode is the code of an error answer ("" for none).
+func errorCode(a answer) string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(a.body, &e)
+	return e.Error.Code
 }

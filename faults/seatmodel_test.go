@@ -2,6 +2,8 @@ package faults_test
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -103,8 +105,10 @@ func seatModel(h []seatOp) porcupine.Model {
 }
 
 // checkLinearizable checks the history so far; the answer is "ok",
-// "illegal" or "unknown" (the checker ran out of time).
-func (h *history) checkLinearizable(timeout time.Duration) (string, int) {
+// "illegal" or "unknown" (the checker ran out of time), with the count of
+// operations, and for an illegal history the first seat whose operations
+// have no linearization, listed.
+func (h *history) checkLinearizable(timeout time.Duration) (string, int, string) {
 	h.mu.Lock()
 	ops := append([]seatOp(nil), h.ops...)
 	h.mu.Unlock()
@@ -112,14 +116,40 @@ func (h *history) checkLinearizable(timeout time.Duration) (string, int) {
 	for i, o := range ops {
 		all[i] = o.op
 	}
-	res := porcupine.CheckOperationsTimeout(seatModel(ops), all, timeout)
-	switch res {
+	switch porcupine.CheckOperationsTimeout(seatModel(ops), all, timeout) {
 	case porcupine.Ok:
-		return "ok", len(ops)
+		return "ok", len(ops), ""
 	case porcupine.Illegal:
-		return "illegal", len(ops)
+		return "illegal", len(ops), firstIllegalSeat(ops)
 	}
-	return "unknown", len(ops)
+	return "unknown", len(ops), ""
+}
+
+// firstIllegalSeat lists the operations of a seat whose history alone is
+// not linearizable.
+func firstIllegalSeat(ops []seatOp) string {
+	bySeat := map[int64][]seatOp{}
+	for _, o := range ops {
+		bySeat[o.seat] = append(bySeat[o.seat], o)
+	}
+	for seat, seatOps := range bySeat {
+		one := make([]porcupine.Operation, len(seatOps))
+		for i, o := range seatOps {
+			one[i] = o.op
+		}
+		if porcupine.CheckOperationsTimeout(seatModel(seatOps), one, 10*time.Second) != porcupine.Illegal {
+			continue
+		}
+		sort.Slice(one, func(i, j int) bool { return one[i].Call < one[j].Call })
+		var b strings.Builder
+		fmt.Fprintf(&b, "seat %d:", seat)
+		m := seatModel(seatOps)
+		for _, o := range one {
+			fmt.Fprintf(&b, "\n  client %d [%.3f s, %.3f s] %s", o.ClientId, float64(o.Call)/1e9, float64(o.Return)/1e9, m.DescribeOperation(o.Input, o.Output))
+		}
+		return b.String()
+	}
+	return "no single seat is illegal alone"
 }
 
 // The model refuses what a double sale or a lost hold looks like from the

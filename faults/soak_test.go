@@ -206,17 +206,16 @@ func TestSoak(t *testing.T) {
 			_ = out.Close()
 		}
 	}
-	require.Empty(t, failures, "resources flat after the warm-up")
-	require.NoError(t, sum.Check(o.MaxErrors), "the mixed load ran clean")
-	for _, f := range sum.Figures {
-		require.NotContains(t, f.Name, "failed", "%s: %s", f.Name, f.Value)
-	}
-
 	// presenced check, the command, on the soaked database.
 	check := exec.Command(bin, "check", "--data-dir", t.TempDir(), "--postgres-url", cfg.Postgres.URL)
 	out, err := check.CombinedOutput()
 	t.Logf("presenced check:\n%s", out)
 	require.NoError(t, err, "presenced check clean after the soak")
+	require.Empty(t, failures, "resources flat after the warm-up")
+	require.NoError(t, sum.Check(o.MaxErrors), "the mixed load ran clean")
+	for _, f := range sum.Figures {
+		require.NotContains(t, f.Name, "failed", "%s: %s", f.Name, f.Value)
+	}
 }
 
 // slopeOf is the least-squares slope of ys over xs.
@@ -318,6 +317,22 @@ func redisKeyShapes(ctx context.Context, rdb *redis.Client) string {
 		}
 		a := shapes[k]
 		fmt.Fprintf(&b, "%6d keys %9d B %5d with a TTL  %s\n", a.n, a.bytes, a.ttl, k)
+	}
+	// Streams: their length and their groups' pending entries.
+	iter = rdb.Scan(ctx, 0, "*", 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		if typ, err := rdb.Type(ctx, k).Result(); err != nil || typ != "stream" {
+			continue
+		}
+		n, _ := rdb.XLen(ctx, k).Result()
+		fmt.Fprintf(&b, "stream %s: %d entries", k, n)
+		if groups, err := rdb.XInfoGroups(ctx, k).Result(); err == nil {
+			for _, g := range groups {
+				fmt.Fprintf(&b, "; group %s pending %d lag %d consumers %d", g.Name, g.Pending, g.Lag, g.Consumers)
+			}
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
