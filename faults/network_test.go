@@ -27,7 +27,7 @@ type drillRow struct {
 }
 
 // printTable logs the drill's table as Markdown (docs/measurements/faults.md
-// keeps them) and writes it to $PRESENCED_DRILL_TABLE when set.
+// keeps them) and writes it to $PRESENCED_TEST_DRILL_TABLE when set.
 func printTable(t *testing.T, title string, rows []drillRow) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s\n\n| fault | duration | recovery | answers by status | invariants | presence after the heal |\n| --- | --- | --- | --- | --- | --- |\n", title)
@@ -35,7 +35,7 @@ func printTable(t *testing.T, title string, rows []drillRow) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.fault, r.duration, r.recovery, r.answers, r.inv, r.presence)
 	}
 	t.Log(b.String())
-	if f := os.Getenv("PRESENCED_DRILL_TABLE"); f != "" {
+	if f := os.Getenv("PRESENCED_TEST_DRILL_TABLE"); f != "" {
 		out, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err == nil {
 			_, _ = out.WriteString(b.String())

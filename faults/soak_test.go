@@ -32,7 +32,7 @@ import (
 	waitingroomload "github.com/presenced/presenced/loadgen/waitingroom"
 )
 
-var soakFor = flag.Duration("soak", 0, "run TestSoak for this long (30m for the release soak); 0 skips it (or set PRESENCED_SOAK)")
+var soakFor = flag.Duration("soak", 0, "run TestSoak for this long (30m for the release soak); 0 skips it (or set PRESENCED_TEST_SOAK)")
 
 // sample is one reading of the server's resources.
 type sample struct {
@@ -42,7 +42,7 @@ type sample struct {
 
 // The soak: `presenced loadgen mixed` (presence, viewers, waiting-room
 // lines, holds and payments) against one presenced process for -soak
-// (PRESENCED_SOAK, at least 5m), its resident memory, goroutines and open
+// (PRESENCED_TEST_SOAK, at least 5m), its resident memory, goroutines and open
 // files, the database's connections and Redis's memory read every few
 // seconds. After a warm-up (a fifth of the run, 3 to 5 min) and before the
 // wind-down each must grow by less than its bound (the slopes are
@@ -53,13 +53,13 @@ type sample struct {
 // test run.
 func TestSoak(t *testing.T) {
 	d := *soakFor
-	if env := os.Getenv("PRESENCED_SOAK"); d == 0 && env != "" {
+	if env := os.Getenv("PRESENCED_TEST_SOAK"); d == 0 && env != "" {
 		var err error
 		d, err = time.ParseDuration(env)
-		require.NoError(t, err, "PRESENCED_SOAK")
+		require.NoError(t, err, "PRESENCED_TEST_SOAK")
 	}
 	if d == 0 {
-		t.Skip("the soak runs only when asked: go test ./faults -run TestSoak -soak=30m (or PRESENCED_SOAK=30m)")
+		t.Skip("the soak runs only when asked: go test ./faults -run TestSoak -soak=30m (or PRESENCED_TEST_SOAK=30m)")
 	}
 	require.GreaterOrEqual(t, d, 5*time.Minute, "a soak shorter than its warm-up and wind-down measures nothing")
 	ctx := context.Background()
@@ -203,7 +203,7 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("samples:\n%s", series.String())
 	t.Logf("Redis keys by shape at the end (count, bytes):\n%s", redisKeyShapes(ctx, rdb))
-	if f := os.Getenv("PRESENCED_DRILL_TABLE"); f != "" {
+	if f := os.Getenv("PRESENCED_TEST_DRILL_TABLE"); f != "" {
 		if out, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
 			_, _ = out.WriteString(tb.String() + "\n" + report.String())
 			_ = out.Close()
