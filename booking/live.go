@@ -39,7 +39,7 @@ type invalidation struct {
 // WebSocket when the request asks to upgrade. ?section=A,B narrows it.
 // admin guards the switch that pauses an event's pushes.
 func (s *seatMap) RoutesLive(g *echo.Group, h *hub.Hub, sockets *socket.Sockets, admin echo.MiddlewareFunc) {
-	sockets.Endpoint(g.GET("/v1/events/:event/live", func(c echo.Context) error { return s.live(c, h, sockets) }))
+	g.GET("/v1/events/:event/live", func(c echo.Context) error { return s.live(c, h, sockets) })
 	g.GET("/v1/admin/events/:event/live", s.getLivePause, admin)
 	g.PUT("/v1/admin/events/:event/live", func(c echo.Context) error { return s.putLivePause(c, h) }, admin)
 }

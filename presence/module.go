@@ -73,7 +73,7 @@ func (m *Module) StartGateway(ctx context.Context, h module.Host) error {
 	m.sockets = h.Sockets()
 	m.sockets.Declare("presence")
 	m.gw = newGateway(m)
-	m.sockets.Endpoint(h.Routes().GET("/v1/presence/ws", m.gw.handle))
+	h.Routes().GET("/v1/presence/ws", m.gw.handle)
 	h.Go("presence.gateway", m.gw.run)
 	h.Go("presence.gc-tuner", func(ctx context.Context) error {
 		m.gw.gc.run(ctx)

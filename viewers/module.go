@@ -283,7 +283,7 @@ func (mod *Module) StartPush(ctx context.Context, h module.Host) error {
 	mod.sock.Declare("viewers")
 	g := h.Routes()
 	g.GET("/v1/viewers/:hotel/stream", mod.stream)
-	mod.sock.Endpoint(g.GET("/v1/viewers/ws", mod.websocket))
+	g.GET("/v1/viewers/ws", mod.websocket)
 	return nil
 }
 

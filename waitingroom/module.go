@@ -141,7 +141,7 @@ func (m *Module) StartAdmit(ctx context.Context, h module.Host) error {
 	g.POST("/v1/waitingroom/:event/join", hd.join, user...)
 	g.GET("/v1/waitingroom/:event/status", hd.status, user...)
 	g.POST("/v1/waitingroom/:event/leave", hd.leave, user...)
-	m.sockets.Endpoint(g.GET("/v1/waitingroom/:event/ws", hd.socket, user...))
+	g.GET("/v1/waitingroom/:event/ws", hd.socket, user...)
 	g.GET("/v1/admin/waitingrooms", hd.listRooms, h.RequireAPIKey())
 	admin := []echo.MiddlewareFunc{hd.requireEvent, h.RequireAPIKey()}
 	g.PUT("/v1/admin/waitingrooms/:event", hd.putSettings, admin...)

@@ -3,11 +3,14 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/presenced/presenced/web/wire"
@@ -19,7 +22,7 @@ import (
 // an HTTP version other than 1.x, a head over net/http's 1 MiB) and
 // an Expect other than 100-continue. It has no hook for those answers and
 // writes them on the connection in plain text, without a request id. The
-// connections it serves are ours (replayConn), so their writes are looked
+// connections it serves are ours (refusalConn), so their writes are looked
 // at: these answers, in the fixed forms net/http writes them, go out in
 // the one error shape with an X-Request-Id instead, the status kept.
 // TestOwnRefusalsInTheErrorShape pins the forms: a Go release that
@@ -87,4 +90,49 @@ func ownRefusal(p []byte, log *slog.Logger, remote string) ([]byte, bool) {
 	log.Debug("http: request refused before routing", "status", status, "code", code, "message", message,
 		"request_id", id, "remote", remote)
 	return b.Bytes(), true
+}
+
+// refusalsInShape serves ln's connections with net/http's own refusals in
+// the error shape.
+func refusalsInShape(ln net.Listener, log *slog.Logger) net.Listener {
+	return &refusalListener{Listener: ln, log: log}
+}
+
+type refusalListener struct {
+	net.Listener
+	log *slog.Logger
+}
+
+func (l *refusalListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &refusalConn{Conn: c, log: l.log}, nil
+}
+
+// refusalConn passes net/http's bytes on, its own refusals in the error
+// shape.
+type refusalConn struct {
+	net.Conn
+	log *slog.Logger
+}
+
+func (c *refusalConn) Write(p []byte) (int, error) {
+	if ans, ok := ownRefusal(p, c.log, c.RemoteAddr().String()); ok {
+		if _, err := c.Conn.Write(ans); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// SyscallConn reaches the socket, as limitedConn's does: a WebSocket
+// taken over parks its reader on it.
+func (c *refusalConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }

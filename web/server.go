@@ -1,9 +1,8 @@
 // Package web is the server every module is mounted on: the listener
-// (connection caps, WebSocket handshakes read ahead of net/http), the echo
-// server with its middleware (request ids, access log, metrics, body
-// limits and deadlines, client addresses), net/http's own refusals in the
-// error shape, readiness, health and metrics endpoints and the admin
-// listener. What its handlers speak is web/wire; its WebSocket and SSE
+// with its connection caps, the echo server with its middleware (request
+// ids, access log, metrics, body limits and deadlines, client addresses),
+// net/http's own refusals in the error shape, readiness, health and
+// metrics endpoints and the admin listener. What its handlers speak is web/wire; its WebSocket and SSE
 // connections are web/socket's.
 package web
 
@@ -47,8 +46,6 @@ type Server struct {
 	// admin is the http.admin_listen listener, when configured.
 	admin *adminServer
 	conns *connLimit
-	// upgrades serves WebSocket handshakes ahead of net/http (not over TLS).
-	upgrades *upgrades
 }
 
 // NewServer builds the echo server with request ids, access logs, panic
@@ -80,8 +77,7 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
-	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, ready: newReadiness(log), conns: conns,
-		upgrades: newUpgrades(e, sockets, cfg.HTTP.ReadHeaderTimeout, log)}
+	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, ready: newReadiness(log), conns: conns}
 	// Made here, not in Serve: Shutdown may run before or while Serve
 	// starts (a failed start, a signal), and a server shut down first
 	// refuses to serve.
@@ -130,15 +126,15 @@ func (s *Server) AddOptionalCheck(name string, check Check) { s.ready.add(name, 
 // Serve accepts connections on ln until Shutdown.
 // Connections over http.max_connections (or per address,
 // http.max_connections_per_ip) are answered 503 and closed at accept.
-// Without TLS, WebSocket handshakes are served ahead of net/http
-// (upgrades.go); over TLS, net/http serves everything (HTTP/2 included).
+// Without TLS, net/http's own refusals go out in the error shape
+// (refusals.go).
 func (s *Server) Serve(ln net.Listener) error {
 	ln = s.conns.wrap(ln)
 	var err error
 	if s.cfg.HTTP.TLSCert != "" {
 		err = s.http.ServeTLS(ln, s.cfg.HTTP.TLSCert, s.cfg.HTTP.TLSKey)
 	} else {
-		err = s.http.Serve(s.upgrades.listen(ln))
+		err = s.http.Serve(refusalsInShape(ln, s.log))
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -155,9 +151,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() {
 		defer close(done)
 		httpErr = s.http.Shutdown(ctx)
-		// Closing the listener closed the upgrades' too; the handshakes
-		// they serve are waited for as net/http's requests are.
-		httpErr = errors.Join(httpErr, s.upgrades.wait(ctx))
 	}()
 	sockErr := s.Sockets.CloseAll(ctx)
 	<-done

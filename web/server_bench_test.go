@@ -67,7 +67,7 @@ func BenchmarkHandshake(b *testing.B) {
 		conn.Serve(func([]byte) {}, nil)
 		return nil
 	}
-	s.Sockets.Endpoint(s.Echo.GET("/ahead", socket))
+	s.Echo.GET("/ahead", socket)
 	s.Echo.GET("/net-http", socket)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/MicahParks/keyfunc/v3"
@@ -35,6 +34,9 @@ type Claims struct {
 // configured secret, so a public key can never be used as an HMAC secret.
 var jwksMethods = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"}
 
+// leeway is the clock skew allowed on exp and nbf.
+const leeway = 30 * time.Second
+
 // Verifier checks user tokens.
 type Verifier struct {
 	secret   []byte
@@ -42,8 +44,6 @@ type Verifier struct {
 	issuer   string
 	audience string
 	methods  []string
-	// header is the last HS256-path header segment seen (hs256.go).
-	header atomic.Pointer[knownHeader]
 }
 
 // NewVerifier builds a verifier from an HS256 secret, a JWKS URL, or both.
@@ -77,10 +77,7 @@ var ErrInvalidToken = errors.New("invalid token")
 // Verify parses and checks a token: signature, algorithm, expiry, and issuer
 // and audience when configured.
 func (v *Verifier) Verify(token string) (*Claims, error) {
-	claims, handled, err := v.verifyHS256(token)
-	if !handled {
-		claims, err = v.verifyLibrary(token)
-	}
+	claims, err := v.parse(token)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
@@ -98,9 +95,11 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 	return claims, nil
 }
 
-// verifyLibrary checks a token with the JWT library: every algorithm,
-// HS256 included (the reference the HS256 path is tested against).
-func (v *Verifier) verifyLibrary(token string) (*Claims, error) {
+// parse checks a token's signature, algorithm and times with golang-jwt.
+// A hand-written HS256 path beside it (211 lines) was measured against it
+// end to end and removed: it was no faster in a burst of 10,000 connects
+// (docs/http.md).
+func (v *Verifier) parse(token string) (*Claims, error) {
 	opts := []jwt.ParserOption{jwt.WithValidMethods(v.methods), jwt.WithExpirationRequired(), jwt.WithLeeway(leeway)}
 	if v.issuer != "" {
 		opts = append(opts, jwt.WithIssuer(v.issuer))
@@ -137,7 +136,7 @@ func numericTimes(t *jwt.Token) error {
 		return fmt.Errorf("payload: %w", err)
 	}
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &raw); err != nil {
+	if err := wire.LooseJSON(payload, &raw); err != nil {
 		return fmt.Errorf("payload: %w", err)
 	}
 	for _, name := range []string{"exp", "nbf", "iat"} {

@@ -301,3 +301,16 @@ func TestTimesMustBeNumbers(t *testing.T) {
 	_, err = v.Verify(signed)
 	require.NoError(t, err)
 }
+
+func BenchmarkVerify(b *testing.B) {
+	v, err := NewVerifier(context.Background(), config.Auth{JWTSecret: secret})
+	require.NoError(b, err)
+	tok, err := SignDev(secret, "alice", time.Hour, []string{"room1"}, "", "")
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := v.Verify(tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -20,7 +20,7 @@ import (
 
 // Server is what the socket tests serve on: an echo with the process's
 // error shape and a Sockets, served by net/http. The web package's own
-// tests run sockets behind its Server (handshakes read ahead of net/http,
+// tests run sockets behind its Server (net/http's refusals in the shape,
 // the connection caps).
 type Server struct {
 	Echo    *echo.Echo

@@ -61,9 +61,6 @@ type Sockets struct {
 	queued prometheus.Gauge
 	drops  *prometheus.CounterVec
 
-	// endpoints are the route paths whose handlers upgrade (Endpoint).
-	endpoints sync.Map
-
 	// poller parks idle readers (nil: a goroutine reads each connection).
 	poller    *poller
 	sweepOnce sync.Once
@@ -225,31 +222,13 @@ type Conn struct {
 // start. Parts that serve sockets or streams declare their kind.
 func (s *Sockets) Declare(kind string) { s.open.WithLabelValues(kind) }
 
-// Endpoint marks a route whose handler upgrades WebSocket requests, and
-// returns it. Their handshakes are served ahead of net/http (upgrades.go):
-// a connect burst skips net/http's work per connection. Given a handshake,
-// the handler upgrades or refuses (up to 64 KiB); other requests to the
-// route (an SSE stream beside the socket) are net/http's as before.
-func (s *Sockets) Endpoint(r *echo.Route) *echo.Route {
-	s.endpoints.Store(r.Path, true)
-	return r
-}
-
-// IsEndpoint tells whether the route path was marked with Endpoint: the
-// server reads handshakes to it ahead of net/http.
-func (s *Sockets) IsEndpoint(path string) bool {
-	_, ok := s.endpoints.Load(path)
-	return ok
-}
-
 // Upgrade turns the request into a WebSocket of the given kind (a label for
 // metrics: "presence", "viewers", ...). During shutdown it refuses with 503.
 //
 // Callers read the connection with Serve (or from a goroutine of their own
-// with Read) and return from the handler: while a handler that net/http
-// runs (a route not marked as an Endpoint, or over TLS) is running, the
-// HTTP server keeps about 9 KiB of buffers per connection that the
-// WebSocket never uses.
+// with Read) and return from the handler: while the handler runs, net/http
+// keeps about 9 KiB of buffers per connection that the WebSocket never
+// uses.
 func (s *Sockets) Upgrade(c echo.Context, kind string) (*Conn, error) {
 	return s.upgrade(c, kind, false)
 }

@@ -23,8 +23,8 @@ import (
 
 // The conformance suite walks the Autobahn test suite's categories 1-7 and
 // 9 (framing, pings and pongs, reserved bits, opcodes, fragmentation,
-// UTF-8, closing, limits) against an echo endpoint of a real Server: the
-// handshake served ahead of net/http, the connection read by Serve, each
+// UTF-8, closing, limits) against a served echo endpoint: the handshake
+// answered through net/http, the connection read by Serve, each
 // message echoed with Send. Frames are written by hand over TCP, cut as
 // each case says, and the case checks what comes back: echoes, pongs and
 // the close code RFC 6455 calls for, then the end of the TCP connection.
@@ -542,14 +542,14 @@ func conformanceServer(t *testing.T, park bool) string {
 		c.Realtime.SendQueue = 4096
 		c.HTTP.MaxConnectionsPerIP = 0
 	}, func(s *Server) {
-		s.Sockets.Endpoint(s.Echo.GET("/ws", func(c echo.Context) error {
+		s.Echo.GET("/ws", func(c echo.Context) error {
 			conn, err := s.Sockets.Upgrade(c, "conformance")
 			if err != nil {
 				return err
 			}
 			conn.Serve(func(msg []byte) { conn.Send(msg) }, nil)
 			return nil
-		}))
+		})
 	})
 }
 

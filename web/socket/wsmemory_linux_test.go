@@ -16,7 +16,7 @@ import (
 )
 
 // BenchmarkIdleConnectionMemory opens idleConns WebSockets through Serve
-// (the handshake served ahead of net/http, as in production), waits until
+// (the handshake answered through net/http, as in production), waits until
 // every one is idle, and reports the Go heap, stacks and goroutines each
 // one costs the process, after a collection. The clients are raw sockets
 // outside the Go runtime, so all of it is the server's. "parked" is the
@@ -37,7 +37,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 				c.HTTP.MaxConnectionsPerIP = 0
 				c.HTTP.MaxConnections = 3 * idleConns
 			}, func(s *Server) {
-				s.Sockets.Endpoint(s.Echo.GET("/ws", func(c echo.Context) error {
+				s.Echo.GET("/ws", func(c echo.Context) error {
 					if reader == "gorilla" {
 						return gorillaIdleReader(c, &mu, &idle)
 					}
@@ -52,7 +52,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 					})
 					mu.Unlock()
 					return nil
-				}))
+				})
 			})
 			// One connection first, so what the first one starts (the
 			// sweep, the epoll set, pools) is not counted.
