@@ -445,13 +445,9 @@ func (ep *EmbeddedPostgres) StopImmediate() error {
 // share its process group). Resume starts it again through crash recovery
 // (fault drills).
 func (ep *EmbeddedPostgres) Kill() error {
-	data, err := os.ReadFile(filepath.Join(ep.Dir, "postmaster.pid"))
-	if err != nil {
-		return fmt.Errorf("kill private postgres: %w", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0]))
-	if err != nil || pid <= 0 {
-		return fmt.Errorf("kill private postgres: bad postmaster.pid")
+	pid, ok := postmasterPID(ep.Dir)
+	if !ok {
+		return fmt.Errorf("kill private postgres: no postmaster.pid in %s", ep.Dir)
 	}
 	ep.started = false
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
@@ -469,6 +465,16 @@ func (ep *EmbeddedPostgres) Kill() error {
 	// data folder.
 	_ = os.Remove(filepath.Join(ep.Dir, "postmaster.pid"))
 	return nil
+}
+
+// postmasterPID reads the server's process id from dir's postmaster.pid.
+func postmasterPID(dir string) (int, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0]))
+	return pid, err == nil && pid > 0
 }
 
 // processAlive tells whether pid runs (a zombie does not).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 )
 
 // A private PostgreSQL serves every presenced process started on its data
@@ -44,4 +45,37 @@ func flock(f *os.File, how int) error {
 			return err
 		}
 	}
+}
+
+// ReapEmbeddedPostgres stops a private PostgreSQL on dir that no process
+// uses any more: the server of a process killed before it could stop it
+// (a test binary past its deadline, a SIGKILL) runs on, holding memory
+// and a port, until someone reaps it. It reports whether dir is free to
+// remove; a folder some process still uses is left alone.
+func ReapEmbeddedPostgres(dir string) (bool, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, fmt.Errorf("reap private postgres: %w", err)
+	}
+	defer f.Close()
+	if !lastUser(f) {
+		return false, nil
+	}
+	pid, ok := postmasterPID(dir)
+	if !ok || !processAlive(pid) {
+		return true, nil
+	}
+	// SIGQUIT is PostgreSQL's immediate shutdown: nobody is connected to
+	// care about a checkpoint, and the folder is removed next.
+	if err := syscall.Kill(pid, syscall.SIGQUIT); err != nil {
+		return false, fmt.Errorf("reap private postgres %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for processAlive(pid) {
+		if time.Now().After(deadline) {
+			return false, fmt.Errorf("reap private postgres: pid %d still running", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true, nil
 }

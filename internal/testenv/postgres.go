@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +51,7 @@ func adminURL(t testing.TB) string {
 			pgAdminURL = u
 			return
 		}
+		reapOrphanedServers()
 		dir, err := os.MkdirTemp("", "presenced-pg-")
 		if err != nil {
 			pgErr = err
@@ -72,6 +74,24 @@ func adminURL(t testing.TB) string {
 		t.Fatalf("postgres: %v", pgErr)
 	}
 	return pgAdminURL
+}
+
+// reapOrphanedServers stops the private servers of test binaries that died
+// without stopping them (past go test's -timeout, or killed) and removes
+// their folders; on a machine that runs the suite often they would
+// otherwise pile up, each holding its memory. A folder changed in the last
+// minute may belong to a binary that has not taken its users lock yet.
+func reapOrphanedServers() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "presenced-pg-[0-9]*"))
+	for _, dir := range dirs {
+		st, err := os.Stat(dir)
+		if err != nil || time.Since(st.ModTime()) < time.Minute {
+			continue
+		}
+		if free, err := store.ReapEmbeddedPostgres(dir); err == nil && free {
+			_ = os.RemoveAll(dir)
+		}
+	}
 }
 
 // NewDatabase creates an empty database, dropped when the test binary exits,
