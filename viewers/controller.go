@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
-	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/store"
 )
 
@@ -72,16 +71,6 @@ type controller struct {
 	cfg  config.Viewers
 	m    *metrics
 	log  *slog.Logger
-}
-
-// StartController runs the hot-hotel controller (worker role).
-func (mod *Module) StartController(ctx context.Context, h module.Host) error {
-	if err := mod.open(ctx, h); err != nil {
-		return err
-	}
-	c := &controller{db: mod.db, rdb: mod.rdb, keys: mod.keys, cfg: mod.cfg, m: mod.m, log: mod.log}
-	h.Go("viewers.controller", c.run)
-	return nil
 }
 
 func (c *controller) run(ctx context.Context) error {

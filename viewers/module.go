@@ -287,6 +287,25 @@ func (mod *Module) StartPush(ctx context.Context, h module.Host) error {
 	return nil
 }
 
+// StartController runs the hot-hotel controller (worker role).
+func (mod *Module) StartController(ctx context.Context, h module.Host) error {
+	if err := mod.open(ctx, h); err != nil {
+		return err
+	}
+	c := &controller{db: mod.db, rdb: mod.rdb, keys: mod.keys, cfg: mod.cfg, m: mod.m, log: mod.log}
+	h.Go("viewers.controller", c.run)
+	return nil
+}
+
+// StartAbuse runs the abuse scanner (worker role).
+func (mod *Module) StartAbuse(ctx context.Context, h module.Host) error {
+	if err := mod.open(ctx, h); err != nil {
+		return err
+	}
+	h.Go("viewers.abuse", mod.newScanner().run)
+	return nil
+}
+
 func (mod *Module) openFeeds(ctx context.Context, h module.Host) error {
 	if err := mod.open(ctx, h); err != nil {
 		return err

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/config"
-	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/internal/streams"
 	"github.com/presenced/presenced/store"
 )
@@ -51,15 +50,6 @@ type scanPartition struct {
 	n     int
 	lease *store.Lease
 	rules *rules
-}
-
-// StartAbuse runs the abuse scanner (worker role).
-func (mod *Module) StartAbuse(ctx context.Context, h module.Host) error {
-	if err := mod.open(ctx, h); err != nil {
-		return err
-	}
-	h.Go("viewers.abuse", mod.newScanner().run)
-	return nil
 }
 
 func (mod *Module) newScanner() *scanner {

@@ -140,7 +140,7 @@ func (b *bundle) openRoom(t testing.TB, event string, s Settings) {
 	if s.Mode == "" {
 		s.Mode = ModeFIFO
 	}
-	require.NoError(t, s.Validate())
+	require.NoError(t, s.validate())
 	require.NoError(t, b.line.PutSettings(context.Background(), event, s))
 }
 

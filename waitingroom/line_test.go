@@ -471,7 +471,7 @@ func TestAdmissionRateAndEstimate(t *testing.T) {
 func TestSettingsValidation(t *testing.T) {
 	t.Parallel()
 	d := Settings{Capacity: 10, Batch: 2, LeaseSeconds: 300, HeartbeatTimeoutSeconds: 120, Mode: ModeFIFO}
-	require.NoError(t, d.Validate())
+	require.NoError(t, d.validate())
 	for name, mutate := range map[string]func(*Settings){
 		"negative capacity": func(s *Settings) { s.Capacity = -1 },
 		"zero batch":        func(s *Settings) { s.Batch = 0 },
@@ -482,7 +482,7 @@ func TestSettingsValidation(t *testing.T) {
 	} {
 		s := d
 		mutate(&s)
-		require.Error(t, s.Validate(), name)
+		require.Error(t, s.validate(), name)
 	}
 	for _, ok := range []string{"a", "ev-2025.final_1", "A1"} {
 		require.True(t, validEvent(ok), ok)
@@ -529,7 +529,7 @@ func TestUpdateSettingsIsAtomic(t *testing.T) {
 
 		_, _, err = b.line.UpdateSettings(ctx, "ev", b.mod.defaults(), func(s Settings) (Settings, error) {
 			s.Batch = 0
-			return s, s.Validate()
+			return s, s.validate()
 		})
 		var invalid *invalidSettingsError
 		require.ErrorAs(t, err, &invalid)

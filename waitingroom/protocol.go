@@ -71,3 +71,40 @@ type RoomList struct {
 	Rooms []RoomView `json:"rooms"`
 	Next  string     `json:"next,omitempty"`
 }
+
+// Settings of one event's waiting room, changeable at run time; the next
+// tick uses whatever is stored when it runs.
+type Settings struct {
+	// Capacity is how many people may hold a checkout lease at once.
+	Capacity int `json:"capacity"`
+	// Batch caps admissions per tick, so freed capacity is not released as
+	// one thundering herd.
+	Batch int `json:"batch"`
+	// LeaseSeconds is the checkout window an admission grants.
+	LeaseSeconds int `json:"leaseSeconds"`
+	// HeartbeatTimeoutSeconds: an entry silent this long is abandoned.
+	HeartbeatTimeoutSeconds int `json:"heartbeatTimeoutSeconds"`
+	// OpenAt: nobody is admitted before it; nil means open now.
+	OpenAt *time.Time `json:"openAt"`
+	Mode   string     `json:"mode"`
+	// Paused holds the line: people keep their places, nobody is admitted.
+	Paused bool `json:"paused"`
+}
+
+// Stats are the live figures of one waiting room.
+type Stats struct {
+	Queued             int      `json:"queued"`
+	Active             int      `json:"active"`
+	Capacity           int      `json:"capacity"`
+	AdmittedPerMinute  int      `json:"admittedPerMinute"`
+	AbandonedPerMinute int      `json:"abandonedPerMinute"`
+	OldestWaitSeconds  *float64 `json:"oldestWaitSeconds"`
+	// AdmissionRate is the measured admissions per second behind the
+	// estimates (over waitingroom.eta_window).
+	AdmissionRate float64    `json:"admissionRatePerSecond"`
+	LotteryDrawn  bool       `json:"lotteryDrawn"`
+	LastTick      *time.Time `json:"lastTick"`
+	// MemoryBytes is Redis's estimate of the line's memory (one sorted
+	// set: places and heartbeats), when the server answers MEMORY USAGE.
+	MemoryBytes *int64 `json:"memoryBytes,omitempty"`
+}

@@ -21,27 +21,8 @@ const (
 	maxHeartbeatSecond = 3600
 )
 
-// Settings of one event's waiting room, changeable at run time; the next
-// tick uses whatever is stored when it runs.
-type Settings struct {
-	// Capacity is how many people may hold a checkout lease at once.
-	Capacity int `json:"capacity"`
-	// Batch caps admissions per tick, so freed capacity is not released as
-	// one thundering herd.
-	Batch int `json:"batch"`
-	// LeaseSeconds is the checkout window an admission grants.
-	LeaseSeconds int `json:"leaseSeconds"`
-	// HeartbeatTimeoutSeconds: an entry silent this long is abandoned.
-	HeartbeatTimeoutSeconds int `json:"heartbeatTimeoutSeconds"`
-	// OpenAt: nobody is admitted before it; nil means open now.
-	OpenAt *time.Time `json:"openAt"`
-	Mode   string     `json:"mode"`
-	// Paused holds the line: people keep their places, nobody is admitted.
-	Paused bool `json:"paused"`
-}
-
-// Validate checks the settings as a whole.
-func (s Settings) Validate() error {
+// validate checks the settings as a whole.
+func (s Settings) validate() error {
 	var errs []error
 	if s.Capacity < 0 || s.Capacity > maxCapacity {
 		errs = append(errs, fmt.Errorf("capacity must be within 0..%d", maxCapacity))
@@ -111,7 +92,7 @@ func (p settingsPatch) apply(s Settings) (Settings, error) {
 			s.OpenAt = &at
 		}
 	}
-	return s, s.Validate()
+	return s, s.validate()
 }
 
 // hash is the settings as stored in the event's settings hash, read by the

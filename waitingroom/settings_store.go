@@ -151,24 +151,6 @@ func (l *lineStore) EventsVersion(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
-// Stats are the live figures of one waiting room.
-type Stats struct {
-	Queued             int      `json:"queued"`
-	Active             int      `json:"active"`
-	Capacity           int      `json:"capacity"`
-	AdmittedPerMinute  int      `json:"admittedPerMinute"`
-	AbandonedPerMinute int      `json:"abandonedPerMinute"`
-	OldestWaitSeconds  *float64 `json:"oldestWaitSeconds"`
-	// AdmissionRate is the measured admissions per second behind the
-	// estimates (over waitingroom.eta_window).
-	AdmissionRate float64    `json:"admissionRatePerSecond"`
-	LotteryDrawn  bool       `json:"lotteryDrawn"`
-	LastTick      *time.Time `json:"lastTick"`
-	// MemoryBytes is Redis's estimate of the line's memory (one sorted
-	// set: places and heartbeats), when the server answers MEMORY USAGE.
-	MemoryBytes *int64 `json:"memoryBytes,omitempty"`
-}
-
 // Stats reads event's live figures.
 func (l *lineStore) Stats(ctx context.Context, event string) (Stats, error) {
 	k := keysOf(l.keys, event)
