@@ -3,14 +3,18 @@ package payments
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/presenced/presenced/store"
 )
 
-// The module's in-process API: the port payments needs from booking, the
-// outbox event kinds it owns, and what the CLI calls (checks, manifests).
+// The module's in-process API: the ports payments needs (booking's
+// checkouts, a payment provider, a fraud check, a sender of buyer
+// notifications), the outbox event kinds it owns, and what the CLI calls
+// (checks, manifests).
 
 // Booking is the checkout port: how payments settles a reservation inside
 // its own transaction, never through booking's tables. Every terminal
@@ -100,4 +104,100 @@ type RefundRequired struct {
 	Reservation string `json:"reservation"`
 	Payment     string `json:"payment"`
 	Reason      string `json:"reason"`
+}
+
+// Provider is a payment service provider: it creates intents, refunds them
+// and signs the webhooks that are the only word on whether money moved.
+// The sandbox and the Stripe adapter implement it.
+type Provider interface {
+	// Name is the provider's name in URLs, rows and metrics.
+	Name() string
+	// CreateIntent creates (or, for the same PaymentID, returns again) the
+	// intent of one payment: PaymentID is the provider's idempotency key.
+	CreateIntent(ctx context.Context, req IntentRequest) (Intent, error)
+	// Refund returns the money of an intent; key makes a retry harmless.
+	Refund(ctx context.Context, key, ref string, amount int64) (string, error)
+	// ParseWebhook verifies a delivery's signature and timestamp on the raw
+	// body, then decodes it. Errors wrap ErrBadSignature or ErrMalformed.
+	ParseWebhook(body []byte, header http.Header, now time.Time) (WebhookEvent, error)
+}
+
+// IntentRequest asks for the intent of one payment.
+type IntentRequest struct {
+	PaymentID   string
+	Reservation string
+	Amount      int64
+	Currency    string // ISO 4217, upper case
+}
+
+// Intent is what the buyer needs for the confirm step.
+type Intent struct {
+	Ref          string
+	ClientSecret string
+	// ConfirmURL is where the buyer confirms (hosted checkout, 3-D Secure);
+	// empty when the client confirms with the secret itself.
+	ConfirmURL string
+}
+
+// EventKind is what a webhook event means for us.
+type EventKind int
+
+const (
+	// EventOther is recorded and otherwise ignored.
+	EventOther EventKind = iota
+	// EventSucceeded: the money was taken.
+	EventSucceeded
+	// EventFailed: the intent failed; nothing was taken.
+	EventFailed
+	// EventRefunded: the money went back.
+	EventRefunded
+)
+
+// WebhookEvent is a verified provider event.
+type WebhookEvent struct {
+	ID   string
+	Type string
+	Kind EventKind
+	// PaymentID is our id from the intent's metadata ("" when absent).
+	PaymentID string
+	Ref       string
+	Amount    int64
+	Currency  string // upper case
+}
+
+// FraudChecker scores a payment before it is charged (seed 003: block,
+// review or accept, within 200 ms).
+type FraudChecker interface {
+	Check(ctx context.Context, in FraudInput) (Verdict, error)
+}
+
+// FraudInput is what a check sees of a payment.
+type FraudInput struct {
+	User     string
+	Event    string
+	Amount   int64
+	Currency string
+}
+
+// Verdict of a fraud check.
+type Verdict string
+
+const (
+	VerdictAccept Verdict = "accept"
+	VerdictReview Verdict = "review"
+	VerdictBlock  Verdict = "block"
+)
+
+// Sender tells a buyer their tickets are ready. Sends are retried, so a
+// receiver may see one twice; tickets never wait for it.
+type Sender interface {
+	Send(ctx context.Context, n Notification) error
+}
+
+// Notification is one paid order's message.
+type Notification struct {
+	User        string       `json:"user"`
+	Event       string       `json:"event"`
+	Reservation string       `json:"reservation"`
+	Tickets     []TicketView `json:"tickets"`
 }

@@ -10,27 +10,7 @@ import (
 	"github.com/presenced/presenced/config"
 )
 
-// FraudChecker scores a payment before it is charged (seed 003: block,
-// review or accept, within 200 ms).
-type FraudChecker interface {
-	Check(ctx context.Context, in FraudInput) (Verdict, error)
-}
-
-// FraudInput is what a check sees of a payment.
-type FraudInput struct {
-	User     string
-	Event    string
-	Amount   int64
-	Currency string
-}
-
-// Verdict of a fraud check.
-type Verdict string
-
 const (
-	VerdictAccept Verdict = "accept"
-	VerdictReview Verdict = "review"
-	VerdictBlock  Verdict = "block"
 	// verdictUnchecked: the check failed or was too slow; the payment went
 	// ahead (fail open) and says so.
 	verdictUnchecked Verdict = "unchecked"

@@ -21,20 +21,6 @@ import (
 	"github.com/presenced/presenced/internal/stdwebhook"
 )
 
-// Sender tells a buyer their tickets are ready. Sends are retried, so a
-// receiver may see one twice; tickets never wait for it.
-type Sender interface {
-	Send(ctx context.Context, n Notification) error
-}
-
-// Notification is one paid order's message.
-type Notification struct {
-	User        string       `json:"user"`
-	Event       string       `json:"event"`
-	Reservation string       `json:"reservation"`
-	Tickets     []TicketView `json:"tickets"`
-}
-
 func newSender(c config.PaymentsNotify, log *slog.Logger) (Sender, error) {
 	switch c.Sender {
 	case "log":

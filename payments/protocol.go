@@ -110,3 +110,17 @@ const (
 	CodeTicketNotFound        = "ticket_not_found"
 	CodeSandboxIntentNotFound = "intent_not_found"
 )
+
+// HeaderSignature carries a webhook's signature.
+const HeaderSignature = "Stripe-Signature"
+
+// SandboxLedger is what the sandbox charged and refunded.
+type SandboxLedger struct {
+	Intents int64 `json:"intents"`
+	Charges int64 `json:"charges"`
+	Refunds int64 `json:"refunds"`
+	// DoubleCharges counts reservations charged by more than one intent
+	// and not refunded down to one: must be 0.
+	DoubleCharges int64 `json:"doubleCharges"`
+	Undelivered   int64 `json:"undeliveredWebhooks"`
+}

@@ -266,17 +266,6 @@ func (s *sandbox) refund(ctx context.Context, key, intentID string, amount int64
 	return id, nil
 }
 
-// SandboxLedger is what the sandbox charged and refunded.
-type SandboxLedger struct {
-	Intents int64 `json:"intents"`
-	Charges int64 `json:"charges"`
-	Refunds int64 `json:"refunds"`
-	// DoubleCharges counts reservations charged by more than one intent
-	// and not refunded down to one: must be 0.
-	DoubleCharges int64 `json:"doubleCharges"`
-	Undelivered   int64 `json:"undeliveredWebhooks"`
-}
-
 func (s *sandbox) ledger(ctx context.Context, reservation string) (SandboxLedger, error) {
 	var l SandboxLedger
 	err := s.db.QueryRow(ctx, `

@@ -19,9 +19,6 @@ import (
 // Several v1 appear while a secret is rotated: one per secret in use. Other
 // schemes (v0) are ignored.
 
-// HeaderSignature carries a webhook's signature.
-const HeaderSignature = "Stripe-Signature"
-
 // maxSignatureHeader bounds what the parser reads: ten secrets at once is
 // already more than any rotation needs.
 const maxSignatureHeader = 1024
