@@ -11,8 +11,8 @@ import (
 	"github.com/presenced/presenced/internal/testenv"
 )
 
-// The SPEC's budget: a queued user costs at most 200 bytes of Redis memory
-// with 36-byte ids. The line is filled by real joins, one tick runs and the
+// The budget docs/waitingroom.md gives: a queued user costs at most 200
+// bytes of Redis memory with 36-byte ids. The line is filled by real joins, one tick runs and the
 // sockets' position read refreshes heartbeats, so every key a queued user
 // touches is counted, whatever the layout: MEMORY USAGE (exact, SAMPLES 0)
 // of every key under the event's hash tag, less what the empty room held.
