@@ -58,13 +58,7 @@ func (c checkout) LockCheckout(ctx context.Context, tx pgx.Tx, id string) (payme
 	if err != nil {
 		return payments.Checkout{}, checkoutError(err)
 	}
-	// What a ticket admits to: the event of a seat checkout, the hotel of a
-	// stay (prefixed, so the two never share a name).
-	subject := co.Event
-	if co.Kind == booking.KindStay {
-		subject = "hotel:" + co.Hotel
-	}
-	return payments.Checkout{ID: co.ID, Event: subject, User: co.User, State: checkoutState(co.Status),
+	return payments.Checkout{ID: co.ID, Event: co.Admits(), User: co.User, State: checkoutState(co.Status),
 		Total: co.Total, Currency: co.Currency, ExpiresAt: co.ExpiresAt, Due: co.Due}, nil
 }
 

@@ -131,6 +131,17 @@ type Checkout struct {
 	Due bool
 }
 
+// Admits is what a ticket of this checkout lets its holder into: the event
+// of a seat checkout, the hotel of a stay. A hotel is prefixed so that it
+// never shares a name with an event: tickets, manifests and gates are kept
+// per subject, and a hotel named like an event must not open its doors.
+func (c Checkout) Admits() string {
+	if c.Kind == KindStay {
+		return "hotel:" + c.Hotel
+	}
+	return c.Event
+}
+
 // Line is one thing a paid checkout sold, as payments issues a ticket or a
 // voucher for it: a seat, or one room of a stay. ID is stable and unique
 // across every reservation; Label is what a person reads on the ticket.

@@ -33,6 +33,7 @@ func TestCheckoutPort(t *testing.T) {
 		require.Equal(t, StatusPending, c.Status)
 		require.Equal(t, paid.Total, c.Total)
 		require.False(t, c.Due)
+		require.Equal(t, event, c.Admits(), "a seat's ticket admits to its event")
 		return m.MarkPaid(ctx, tx, paid.ID)
 	}))
 	var sold int
@@ -106,6 +107,7 @@ func TestCheckoutPortWithStays(t *testing.T) {
 		require.Equal(t, KindStay, c.Kind)
 		require.Equal(t, hotel, c.Hotel)
 		require.Empty(t, c.Event)
+		require.Equal(t, "hotel:"+hotel, c.Admits(), "a stay's voucher admits to its hotel, never to an event of that name")
 		require.Equal(t, int64(40000), c.Total)
 		require.Equal(t, StatusPending, c.Status)
 		_, err = m.Lines(ctx, tx, paid.ID)

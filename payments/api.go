@@ -38,7 +38,9 @@ type Booking interface {
 
 // Checkout is a reservation as payments sees it.
 type Checkout struct {
-	ID        string
+	ID string
+	// Event is what its tickets admit to, as booking names it (an event,
+	// or a hotel for a stay): tickets and gate manifests are kept by it.
 	Event     string
 	User      string
 	State     CheckoutState
