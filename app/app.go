@@ -112,6 +112,11 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newApp(cfg, log, roleNames, partNames, parts)
+}
+
+// newApp prepares a process that runs partNames of table.
+func newApp(cfg config.Config, log *slog.Logger, roleNames, partNames []string, table map[string]part) (*App, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	srv, err := web.NewServer(cfg, reg, log)
@@ -126,7 +131,7 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		Keys:    store.NewKeyspace(cfg.Redis.Prefix),
 		roles:   roleNames,
 		parts:   partNames,
-		table:   parts,
+		table:   table,
 		pools:   map[string]*pgxpool.Pool{},
 		loopErr: make(chan error, 1),
 
@@ -139,7 +144,7 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.devMode = append(a.devMode, filled...)
-	if needsSecret(partNames, secretPayments) {
+	if needsSecret(table, partNames, secretPayments) {
 		// Only a process that runs payments needs its keys and provider.
 		if filled, err = ResolvePayments(&a.Config); err != nil {
 			return nil, err
@@ -162,6 +167,26 @@ func (a *App) Started() []string { return a.started }
 // bounds the whole start-up: cancelling it (SIGTERM while waiting for a
 // store) stops the start with its error.
 func (a *App) Start(ctx context.Context) error {
+	if err := a.startParts(ctx); err != nil {
+		return err
+	}
+	if err := a.mountPages(); err != nil {
+		return err
+	}
+	addr, err := a.Server.ListenAdmin()
+	if err != nil {
+		return err
+	}
+	a.AdminAddr = addr
+	if len(a.devMode) > 0 {
+		a.Log.Warn("SINGLE-NODE DEVELOPMENT MODE: not for production", "embedded", a.devMode)
+	}
+	a.Log.Info("roles started", "roles", a.roles, "parts", a.started)
+	return nil
+}
+
+// startParts connects the stores the parts need and starts each part.
+func (a *App) startParts(ctx context.Context) error {
 	needs := map[dependency]bool{}
 	for _, name := range a.parts {
 		if a.table[name].start == nil {
@@ -198,18 +223,6 @@ func (a *App) Start(ctx context.Context) error {
 		a.partRoutes[name] = newRoutes(a.Server.Echo, before)
 		a.started = append(a.started, name)
 	}
-	if err := a.mountPages(); err != nil {
-		return err
-	}
-	addr, err := a.Server.ListenAdmin()
-	if err != nil {
-		return err
-	}
-	a.AdminAddr = addr
-	if len(a.devMode) > 0 {
-		a.Log.Warn("SINGLE-NODE DEVELOPMENT MODE: not for production", "embedded", a.devMode)
-	}
-	a.Log.Info("roles started", "roles", a.roles, "parts", a.started)
 	return nil
 }
 

@@ -12,7 +12,7 @@ import (
 
 func bookingPart(start func(*booking.Module, context.Context, module.Host) error) startFunc {
 	return func(ctx context.Context, a *App, h module.Host) error {
-		m, err := a.booking()
+		m, err := a.Booking()
 		if err != nil {
 			return err
 		}
@@ -20,7 +20,8 @@ func bookingPart(start func(*booking.Module, context.Context, module.Host) error
 	}
 }
 
-func (a *App) booking() (*booking.Module, error) {
+// Booking is this process's booking module, built on first use.
+func (a *App) Booking() (*booking.Module, error) {
 	return a.mods.booking.get(func() (*booking.Module, error) {
 		return booking.New(booking.Deps{
 			Config: a.Config.Booking, Keys: a.Keys, Admission: admission{waitingroom: a.waitingroom},

@@ -30,7 +30,7 @@ func startOutboxRelay(ctx context.Context, a *App, h module.Host) error {
 	if err != nil {
 		return err
 	}
-	b, err := a.booking()
+	b, err := a.Booking()
 	if err != nil {
 		return err
 	}

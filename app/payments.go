@@ -35,7 +35,7 @@ func paymentsPart(start func(*payments.Module, context.Context, module.Host) err
 func (a *App) Payments() (*payments.Module, error) {
 	return a.mods.payments.get(func() (*payments.Module, error) {
 		return payments.New(payments.Deps{
-			Config: a.Config.Payments, Keys: a.Keys, Booking: checkout{a.booking},
+			Config: a.Config.Payments, Keys: a.Keys, Booking: checkout{a.Booking},
 			Metrics: a.Metrics, Log: a.Log.With("module", "payments"),
 		})
 	})

@@ -281,9 +281,10 @@ func Roles() []RoleInfo {
 	return out
 }
 
-// needsSecret tells whether any of parts needs the secret group.
-func needsSecret(partNames []string, group string) bool {
-	return slices.ContainsFunc(partNames, func(p string) bool { return slices.Contains(parts[p].secrets, group) })
+// needsSecret tells whether any of partNames in table needs the secret
+// group.
+func needsSecret(table map[string]part, partNames []string, group string) bool {
+	return slices.ContainsFunc(partNames, func(p string) bool { return slices.Contains(table[p].secrets, group) })
 }
 
 // SettingsFor returns the settings a process of the named roles must be

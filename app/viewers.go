@@ -27,7 +27,7 @@ func (a *App) viewers() (*viewers.Module, error) {
 	return a.mods.viewers.get(func() (*viewers.Module, error) {
 		d := viewers.Deps{
 			Config: a.Config.Viewers, Keys: a.Keys, CookieKeys: a.viewersKeyring,
-			Hotels: hotelDirectory{a.booking}, Metrics: a.Metrics, Log: a.Log.With("module", "viewers"),
+			Hotels: hotelDirectory{a.Booking}, Metrics: a.Metrics, Log: a.Log.With("module", "viewers"),
 		}
 		return viewers.New(d)
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/internal/module"
@@ -109,6 +110,45 @@ func (m *Module) HotelsSince(ctx context.Context, cursor int64, limit int) ([]st
 		return nil, cursor, errors.New("booking: the hotel directory is not started in this process")
 	}
 	return hotelsSince(ctx, m.directory, cursor, limit)
+}
+
+// Administration: what `presenced event create`, `presenced hotel create`
+// and `presenced demo` call. They need the admin part (StartAdmin).
+
+// CreateEvent writes an event, its sections and every seat, and opens its
+// sale. An event of the same id is ErrEventExists.
+func (m *Module) CreateEvent(ctx context.Context, spec EventSpec) (EventSummary, error) {
+	db, err := m.adminPool()
+	if err != nil {
+		return EventSummary{}, err
+	}
+	return createEvent(ctx, db, spec)
+}
+
+// CreatePromotion adds a promotion code to event.
+func (m *Module) CreatePromotion(ctx context.Context, event string, p PromotionSpec) error {
+	db, err := m.adminPool()
+	if err != nil {
+		return err
+	}
+	return createPromotion(ctx, db, event, p)
+}
+
+// CreateHotel writes a hotel, its room types and their nights open for
+// sale. A hotel of the same id is ErrHotelExists.
+func (m *Module) CreateHotel(ctx context.Context, spec HotelSpec) (HotelSummary, error) {
+	db, err := m.adminPool()
+	if err != nil {
+		return HotelSummary{}, err
+	}
+	return createHotel(ctx, db, spec)
+}
+
+func (m *Module) adminPool() (*pgxpool.Pool, error) {
+	if m.admin == nil {
+		return nil, errors.New("booking: the admin part is not started in this process")
+	}
+	return m.admin, nil
 }
 
 // The checkout port: what payments calls, inside its own transaction, to

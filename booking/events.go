@@ -162,9 +162,9 @@ type EventSummary struct {
 	Sections int    `json:"sections"`
 }
 
-// CreateEvent writes the event, its sections and every seat in layout order
+// createEvent writes the event, its sections and every seat in layout order
 // (section, row, number) in one transaction.
-func CreateEvent(ctx context.Context, pool *pgxpool.Pool, spec EventSpec) (EventSummary, error) {
+func createEvent(ctx context.Context, pool *pgxpool.Pool, spec EventSpec) (EventSummary, error) {
 	if err := spec.Validate(); err != nil {
 		return EventSummary{}, err
 	}
@@ -229,8 +229,8 @@ var ErrInvalidEvent = errors.New("invalid event")
 // ErrInvalidPromotion is a promotion outside the rules its error names.
 var ErrInvalidPromotion = errors.New("invalid promotion")
 
-// CreatePromotion adds a promotion code to an event.
-func CreatePromotion(ctx context.Context, pool *pgxpool.Pool, event string, p PromotionSpec) error {
+// createPromotion adds a promotion code to an event.
+func createPromotion(ctx context.Context, pool *pgxpool.Pool, event string, p PromotionSpec) error {
 	if !validEventID(event) {
 		return errNoEvent // no event can have this id; PostgreSQL would refuse it
 	}

@@ -31,7 +31,7 @@ func (b *bundle) status(t *testing.T, id string) string {
 func TestExpiryWorkerReleasesEverything(t *testing.T) {
 	b := setup(t)
 	event, seats := b.event(t, "A:1x10@1000")
-	require.NoError(t, CreatePromotion(context.Background(), b.db, event, PromotionSpec{Code: "TEN", DiscountBps: 1000, MaxUses: 1}))
+	require.NoError(t, createPromotion(context.Background(), b.db, event, PromotionSpec{Code: "TEN", DiscountBps: 1000, MaxUses: 1}))
 	status, r, err := b.hold(t, event, "hana", "k", []int64{seats[2], seats[3]}, "TEN")
 	require.NoError(t, err)
 	require.Equal(t, 201, status)
@@ -127,7 +127,7 @@ func TestPromotionCapsUnderConcurrency(t *testing.T) {
 	b := setup(t)
 	event, seats := b.event(t, "A:2x20@1000")
 	const uses, buyers = 5, 25
-	require.NoError(t, CreatePromotion(context.Background(), b.db, event, PromotionSpec{Code: "FIRST5", DiscountBps: 5000, MaxUses: uses}))
+	require.NoError(t, createPromotion(context.Background(), b.db, event, PromotionSpec{Code: "FIRST5", DiscountBps: 5000, MaxUses: uses}))
 	statuses := race(t, buyers, func(i int) int {
 		s, _, _ := b.hold(t, event, fmt.Sprintf("promo%d", i), "k", []int64{seats[i]}, "FIRST5")
 		return s
@@ -141,7 +141,7 @@ func TestPromotionCapsUnderConcurrency(t *testing.T) {
 	require.Equal(t, uses, rows)
 
 	// One use per user.
-	require.NoError(t, CreatePromotion(context.Background(), b.db, event, PromotionSpec{Code: "ONCE", DiscountBps: 100, MaxUses: 100}))
+	require.NoError(t, createPromotion(context.Background(), b.db, event, PromotionSpec{Code: "ONCE", DiscountBps: 100, MaxUses: 100}))
 	_, r, err := b.hold(t, event, "repeat", "k1", []int64{seats[30]}, "ONCE")
 	require.NoError(t, err)
 	_, err = b.holds.Cancel(context.Background(), r.ID, b.uid("repeat"))

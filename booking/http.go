@@ -106,7 +106,7 @@ func (h *holdsPlane) postEvent(c echo.Context) error {
 	if err := wire.DecodeBody(c, &spec); err != nil {
 		return err
 	}
-	sum, err := CreateEvent(c.Request().Context(), h.db, spec)
+	sum, err := createEvent(c.Request().Context(), h.db, spec)
 	switch {
 	case errors.Is(err, ErrEventExists):
 		return wire.Errorf(http.StatusConflict, "event_exists", "an event with this id exists")
@@ -123,7 +123,7 @@ func (h *holdsPlane) postPromotion(c echo.Context) error {
 	if err := wire.DecodeBody(c, &spec); err != nil {
 		return err
 	}
-	err := CreatePromotion(c.Request().Context(), h.db, c.Param("event"), spec)
+	err := createPromotion(c.Request().Context(), h.db, c.Param("event"), spec)
 	switch {
 	case errors.Is(err, errNoEvent):
 		return wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")

@@ -50,6 +50,7 @@ type Module struct {
 	stays     *staysPlane
 	search    *search
 	directory *pgxpool.Pool
+	admin     *pgxpool.Pool
 }
 
 // New builds the module; nothing runs until a part starts.
@@ -133,6 +134,20 @@ func (m *Module) StartDirectory(ctx context.Context, h module.Host) error {
 		return err
 	}
 	m.directory = db
+	return nil
+}
+
+// StartAdmin opens what the administration calls of the in-process API
+// (CreateEvent, CreatePromotion, CreateHotel) write to: the main pool. The
+// one-shot commands of the CLI start it; it mounts no route and runs no
+// loop (the booking role's own administration routes are StartHolds' and
+// StartStays').
+func (m *Module) StartAdmin(ctx context.Context, h module.Host) error {
+	db, err := h.Postgres(ctx, store.PoolMain)
+	if err != nil {
+		return err
+	}
+	m.admin = db
 	return nil
 }
 

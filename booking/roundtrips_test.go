@@ -82,7 +82,7 @@ func TestHoldRoundTrips(t *testing.T) {
 	db, trips := countingPool(t, 1)
 	b := setupWith(t, db, testenv.Redis(t))
 	event, seats := b.event(t, "A:2x10@1000,B:1x10@2000")
-	require.NoError(t, CreatePromotion(context.Background(), db, event, PromotionSpec{Code: "TEN", DiscountBps: 1000, MaxUses: 100}))
+	require.NoError(t, createPromotion(context.Background(), db, event, PromotionSpec{Code: "TEN", DiscountBps: 1000, MaxUses: 100}))
 	// Warm-up: every statement prepared on the one connection.
 	for i, promo := range []string{"", "TEN"} {
 		status, _, err := b.hold(t, event, fmt.Sprintf("warm%d", i), "k", []int64{seats[i], seats[25+i]}, promo)
@@ -147,7 +147,7 @@ func TestHoldStatementsAreNotPlannedPerExecution(t *testing.T) {
 	db, _ := countingPool(t, 1)
 	b := setupWith(t, db, testenv.Redis(t))
 	event, seats := b.event(t, "A:4x10@1000,B:1x10@2000")
-	require.NoError(t, CreatePromotion(context.Background(), db, event, PromotionSpec{Code: "TEN", DiscountBps: 1000, MaxUses: 100}))
+	require.NoError(t, createPromotion(context.Background(), db, event, PromotionSpec{Code: "TEN", DiscountBps: 1000, MaxUses: 100}))
 	for i := range 12 { // past the five custom plans a statement gets before its generic one is considered
 		promo := ""
 		if i%2 == 1 {

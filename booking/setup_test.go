@@ -117,7 +117,7 @@ func (b *bundle) event(t testing.TB, sections string, mutate ...func(*EventSpec)
 	for _, f := range mutate {
 		f(&spec)
 	}
-	_, err = CreateEvent(context.Background(), b.db, spec)
+	_, err = createEvent(context.Background(), b.db, spec)
 	require.NoError(t, err)
 	rows, err := b.db.Query(context.Background(), `SELECT id FROM seats WHERE event_id = $1 ORDER BY layout_order`, spec.ID)
 	require.NoError(t, err)

@@ -222,10 +222,10 @@ type HotelSummary struct {
 	LastNight  string `json:"lastNight"`
 }
 
-// CreateHotel writes the hotel, its room types and one inventory row per
+// createHotel writes the hotel, its room types and one inventory row per
 // room type and night for OpenNights nights from the hotel's today, then
 // its calendar rates, in one transaction.
-func CreateHotel(ctx context.Context, pool *pgxpool.Pool, spec HotelSpec) (HotelSummary, error) {
+func createHotel(ctx context.Context, pool *pgxpool.Pool, spec HotelSpec) (HotelSummary, error) {
 	if err := spec.Validate(); err != nil {
 		return HotelSummary{}, err
 	}

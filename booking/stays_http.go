@@ -57,7 +57,7 @@ func (s *staysPlane) postHotel(c echo.Context) error {
 	if err := wire.DecodeBody(c, &spec); err != nil {
 		return err
 	}
-	sum, err := CreateHotel(c.Request().Context(), s.db, spec)
+	sum, err := createHotel(c.Request().Context(), s.db, spec)
 	switch {
 	case errors.Is(err, ErrHotelExists):
 		return wire.Errorf(http.StatusConflict, "hotel_exists", "a hotel with this id exists")

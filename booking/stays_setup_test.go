@@ -42,7 +42,7 @@ func (b *stayBundle) hotel(t testing.TB, roomTypes string, mutate ...func(*Hotel
 	for _, f := range mutate {
 		f(&spec)
 	}
-	_, err = CreateHotel(context.Background(), b.db, spec)
+	_, err = createHotel(context.Background(), b.db, spec)
 	require.NoError(t, err)
 	return spec.ID, spec.City
 }

@@ -8,9 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/presenced/presenced/app"
 	"github.com/presenced/presenced/booking"
-	"github.com/presenced/presenced/store"
 )
 
 // EventCmd is `presenced event create`.
@@ -49,12 +47,8 @@ func EventCmd() *cobra.Command {
 			}
 			spec.SaleClosesAt = &t
 		}
-		return withMainPool(cmd, flags, func(a *app.App) error {
-			pool, err := a.Postgres(cmd.Context(), store.PoolMain)
-			if err != nil {
-				return err
-			}
-			sum, err := booking.CreateEvent(cmd.Context(), pool, spec)
+		return withBooking(cmd, flags, func(b *booking.Module) error {
+			sum, err := b.CreateEvent(cmd.Context(), spec)
 			if err != nil {
 				return err
 			}
@@ -87,22 +81,6 @@ func parseTime(flag, s string) (time.Time, error) {
 	return t, nil
 }
 
-// withMainPool runs f with an app whose stores are the configured ones (or
-// the development ones), migrated, and shuts it down afterwards.
-func withMainPool(cmd *cobra.Command, flags *commonFlags, f func(a *app.App) error) error {
-	cfg, err := flags.load(cmd)
-	if err != nil {
-		return err
-	}
-	cfg.Postgres.MigrateOnStart = true
-	a, err := app.New(cfg, processLogger(cfg.Log))
-	if err != nil {
-		return err
-	}
-	defer func() { _ = a.Shutdown() }()
-	return f(a)
-}
-
 // DemoCmd is `presenced demo`: seed a realistic venue to play with.
 func DemoCmd() *cobra.Command {
 	var id string
@@ -115,28 +93,24 @@ func DemoCmd() *cobra.Command {
 	}
 	flags := configFlags(cmd, flagPostgres)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return withMainPool(cmd, flags, func(a *app.App) error {
-			pool, err := a.Postgres(cmd.Context(), store.PoolMain)
-			if err != nil {
-				return err
-			}
+		return withBooking(cmd, flags, func(b *booking.Module) error {
 			spec := demoArena(id)
-			sum, err := booking.CreateEvent(cmd.Context(), pool, spec)
+			sum, err := b.CreateEvent(cmd.Context(), spec)
 			if errors.Is(err, booking.ErrEventExists) {
 				printf(cmd, "event %s already exists\n", id)
-				return seedDemoHotels(cmd, a)
+				return seedDemoHotels(cmd, b)
 			}
 			if err != nil {
 				return err
 			}
-			if err := booking.CreatePromotion(cmd.Context(), pool, id, booking.PromotionSpec{
+			if err := b.CreatePromotion(cmd.Context(), id, booking.PromotionSpec{
 				Code: "EARLYBIRD", DiscountBps: 2000, MaxUses: 500,
 			}); err != nil {
 				return err
 			}
 			printf(cmd, "event %s: %d seats in %d sections, promotion EARLYBIRD (20%% off, 500 uses)\n", sum.ID, sum.Seats, sum.Sections)
 			printf(cmd, "seat map: GET /v1/events/%s/seats  live: GET /v1/events/%s/live\n", id, id)
-			return seedDemoHotels(cmd, a)
+			return seedDemoHotels(cmd, b)
 		})
 	}
 	cmd.Flags().StringVar(&id, "event", "demo-arena", "id of the demo event")

@@ -7,9 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/presenced/presenced/app"
 	"github.com/presenced/presenced/booking"
-	"github.com/presenced/presenced/store"
 )
 
 // HotelCmd is `presenced hotel create`.
@@ -32,12 +30,8 @@ func HotelCmd() *cobra.Command {
 			if spec.RoomTypes, err = booking.ParseRoomTypes(roomTypes); err != nil {
 				return err
 			}
-			return withMainPool(cmd, flags, func(a *app.App) error {
-				pool, err := a.Postgres(cmd.Context(), store.PoolMain)
-				if err != nil {
-					return err
-				}
-				sum, err := booking.CreateHotel(cmd.Context(), pool, spec)
+			return withBooking(cmd, flags, func(b *booking.Module) error {
+				sum, err := b.CreateHotel(cmd.Context(), spec)
 				if err != nil {
 					return err
 				}
@@ -104,14 +98,10 @@ func titleCase(s string) string {
 }
 
 // seedDemoHotels creates the demo hotels that do not exist yet.
-func seedDemoHotels(cmd *cobra.Command, a *app.App) error {
-	pool, err := a.Postgres(cmd.Context(), store.PoolMain)
-	if err != nil {
-		return err
-	}
+func seedDemoHotels(cmd *cobra.Command, b *booking.Module) error {
 	created := 0
 	for _, spec := range demoHotels() {
-		_, err := booking.CreateHotel(cmd.Context(), pool, spec)
+		_, err := b.CreateHotel(cmd.Context(), spec)
 		if errors.Is(err, booking.ErrHotelExists) {
 			continue
 		}

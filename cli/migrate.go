@@ -18,7 +18,8 @@ func Migrate() *cobra.Command {
 	}
 	flags := configFlags(cmd, flagPostgres)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return withMainPool(cmd, flags, func(a *app.App) error {
+		// The schema is the store's, no module's: no part, the main pool.
+		return withCommand(cmd, flags, nil, func(a *app.App) error {
 			pool, err := a.Postgres(cmd.Context(), store.PoolMain)
 			if err != nil {
 				return err

@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/presenced/presenced/app"
+	"github.com/presenced/presenced/payments"
 	"github.com/presenced/presenced/payments/gate"
 	"github.com/presenced/presenced/payments/ticketcode"
-	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web/wire"
 )
 
@@ -31,16 +31,8 @@ func CheckCmd() *cobra.Command {
 		Short: "Run the correctness monitors (double sales, paid without tickets, stuck payments, money dead letters)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withMainPool(cmd, flags, func(a *app.App) error {
-				pool, err := a.Postgres(cmd.Context(), store.PoolMain)
-				if err != nil {
-					return err
-				}
-				m, err := a.Payments()
-				if err != nil {
-					return err
-				}
-				res, err := m.Check(cmd.Context(), pool)
+			return withPayments(cmd, flags, func(_ *app.App, m *payments.Module) error {
+				res, err := m.Check(cmd.Context())
 				if err != nil {
 					return err
 				}
@@ -81,15 +73,7 @@ func ManifestCmd() *cobra.Command {
 			if event == "" || out == "" {
 				return errors.New("--event and --out are required")
 			}
-			return withMainPool(cmd, flags, func(a *app.App) error {
-				pool, err := a.Postgres(cmd.Context(), store.PoolMain)
-				if err != nil {
-					return err
-				}
-				m, err := a.Payments()
-				if err != nil {
-					return err
-				}
+			return withPayments(cmd, flags, func(a *app.App, m *payments.Module) error {
 				key, err := a.ManifestKey()
 				if err != nil {
 					return err
@@ -97,7 +81,7 @@ func ManifestCmd() *cobra.Command {
 				if ttl == 0 {
 					ttl = a.Config.Payments.ManifestTTL
 				}
-				data, n, err := m.ExportManifest(cmd.Context(), pool, event, key, ttl)
+				data, n, err := m.ExportManifest(cmd.Context(), event, key, ttl)
 				if err != nil {
 					return err
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/presenced/presenced/app"
 	"github.com/presenced/presenced/app/apptest"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/testenv"
@@ -258,11 +259,18 @@ func TestNetworkFaultDrill(t *testing.T) {
 // again 30 s later).
 func requireCheckClean(t *testing.T, srv *apptest.Server, db *pgxpool.Pool) {
 	t.Helper()
-	m, err := srv.App.Payments()
+	// As `presenced check` does: a process of payments' admin part, on
+	// the drill's direct link to the database.
+	cfg := srv.App.Config
+	cfg.Postgres.URL = db.Config().ConnString()
+	a, err := app.OpenCommand(context.Background(), cfg, testenv.Logger(), app.PaymentsAdmin)
+	require.NoError(t, err)
+	defer func() { _ = a.Shutdown() }()
+	m, err := a.Payments()
 	require.NoError(t, err)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		res, err := m.Check(context.Background(), db)
+		res, err := m.Check(context.Background())
 		var bad []string
 		if err != nil {
 			bad = append(bad, err.Error())

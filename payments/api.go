@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/presenced/presenced/store"
 )
@@ -202,4 +203,35 @@ type Notification struct {
 	Event       string       `json:"event"`
 	Reservation string       `json:"reservation"`
 	Tickets     []TicketView `json:"tickets"`
+}
+
+// What the CLI calls: `presenced check` and `presenced manifest export`.
+// They need the admin part (StartAdmin).
+
+// Check reads every correctness monitor, each a count that must be 0, in
+// one read-only transaction.
+func (m *Module) Check(ctx context.Context) ([]CheckResult, error) {
+	db, err := m.adminPool()
+	if err != nil {
+		return nil, err
+	}
+	return check(ctx, db, m.booking)
+}
+
+// ExportManifest seals the paid tickets of event into a gate manifest,
+// encrypted with key (payments.manifest_key) and valid for ttl, and says
+// how many tickets it holds.
+func (m *Module) ExportManifest(ctx context.Context, event string, key []byte, ttl time.Duration) ([]byte, int, error) {
+	db, err := m.adminPool()
+	if err != nil {
+		return nil, 0, err
+	}
+	return m.exportManifest(ctx, db, event, key, ttl)
+}
+
+func (m *Module) adminPool() (*pgxpool.Pool, error) {
+	if m.admin == nil {
+		return nil, errors.New("payments: the admin part is not started in this process")
+	}
+	return m.admin, nil
 }

@@ -44,6 +44,8 @@ type Module struct {
 	// router is built by the first part that calls providers.
 	router *router
 	sealer *ticketcode.Sealer
+	// admin is the main pool of the CLI's calls, opened by StartAdmin.
+	admin *pgxpool.Pool
 }
 
 // New builds the module; nothing runs until a part starts.
@@ -169,6 +171,17 @@ func (m *Module) StartRefunds(ctx context.Context, h module.Host) error {
 	rc := &recoverer{db: db, router: r, cfg: m.cfg, m: m.m, log: m.log}
 	h.Go("payments.refunds", rf.Run)
 	h.Go("payments.recovery", rc.Run)
+	return nil
+}
+
+// StartAdmin opens what the CLI's calls of the in-process API (Check,
+// ExportManifest) read: the main pool. It mounts no route and runs no loop.
+func (m *Module) StartAdmin(ctx context.Context, h module.Host) error {
+	db, err := h.Postgres(ctx, store.PoolMain)
+	if err != nil {
+		return err
+	}
+	m.admin = db
 	return nil
 }
 

@@ -50,8 +50,8 @@ func monitorChecks() []string {
 	return names
 }
 
-// Check evaluates every monitor in one read-only transaction on db.
-func Check(ctx context.Context, db *pgxpool.Pool, b Booking) ([]CheckResult, error) {
+// check evaluates every monitor in one read-only transaction on db.
+func check(ctx context.Context, db *pgxpool.Pool, b Booking) ([]CheckResult, error) {
 	var out []CheckResult
 	err := pgx.BeginTxFunc(ctx, db, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		n, err := b.DoubleOwnedSeats(ctx, tx)
@@ -71,11 +71,6 @@ func Check(ctx context.Context, db *pgxpool.Pool, b Booking) ([]CheckResult, err
 	return out, err
 }
 
-// Check is the module's monitors over db, for `presenced check`.
-func (m *Module) Check(ctx context.Context, db *pgxpool.Pool) ([]CheckResult, error) {
-	return Check(ctx, db, m.booking)
-}
-
 type monitor struct {
 	db      *pgxpool.Pool
 	rdb     redis.UniversalClient
@@ -90,7 +85,7 @@ func (mo *monitor) Run(ctx context.Context) error {
 	return every(ctx, mo.cfg.MonitorInterval, func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		res, err := Check(ctx, mo.db, mo.booking)
+		res, err := check(ctx, mo.db, mo.booking)
 		if err != nil {
 			if ctx.Err() == nil {
 				mo.log.Warn("correctness monitors", "err", err)

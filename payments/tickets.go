@@ -78,9 +78,9 @@ func ticketSecret(ctx context.Context, db *pgxpool.Pool, s *ticketcode.Sealer, i
 	return s.Open(kid, sealed, []byte(id))
 }
 
-// ExportManifest seals the paid tickets of event into a gate manifest valid
-// for ttl, for `presenced manifest export`.
-func (m *Module) ExportManifest(ctx context.Context, db *pgxpool.Pool, event string, key []byte, ttl time.Duration) ([]byte, int, error) {
+// exportManifest seals the paid tickets of event into a gate manifest valid
+// for ttl.
+func (m *Module) exportManifest(ctx context.Context, db *pgxpool.Pool, event string, key []byte, ttl time.Duration) ([]byte, int, error) {
 	sealer, err := m.openSealer()
 	if err != nil {
 		return nil, 0, err

@@ -10,10 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/presenced/presenced/app"
 	"github.com/presenced/presenced/app/apptest"
 	"github.com/presenced/presenced/internal/testenv"
 	"github.com/presenced/presenced/loadgen"
-	"github.com/presenced/presenced/store"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -38,15 +38,17 @@ func TestSaleScenario(t *testing.T) {
 	sc.postgresURL = cfg.Postgres.URL
 	sc.secrets.APIKey, sc.secrets.JWTSecret = srv.App.Config.Auth.APIKey, srv.App.Config.Auth.JWTSecret
 	sc.Check = func(ctx context.Context) error {
-		pool, err := srv.App.Postgres(ctx, store.PoolMain)
+		// As `presenced check` does: a process of payments' admin part.
+		a, err := app.OpenCommand(ctx, srv.App.Config, testenv.Logger(), app.PaymentsAdmin)
 		if err != nil {
 			return err
 		}
-		m, err := srv.App.Payments()
+		defer func() { _ = a.Shutdown() }()
+		m, err := a.Payments()
 		if err != nil {
 			return err
 		}
-		res, err := m.Check(ctx, pool)
+		res, err := m.Check(ctx)
 		if err != nil {
 			return err
 		}
