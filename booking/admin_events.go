@@ -13,7 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/internal/outbox"
-	"github.com/presenced/presenced/web/wire"
+	"github.com/presenced/presenced/internal/refusal"
 )
 
 // The operator's reads of events: what exists, whether it is on sale, how
@@ -56,14 +56,14 @@ func listEvents(ctx context.Context, db *pgxpool.Pool, after string, limit int, 
 	return queryEvents(ctx, db, after, limit, "", now)
 }
 
-// loadEvent answers one event, or errNoEvent.
+// loadEvent answers one event, or ErrEventNotFound.
 func loadEvent(ctx context.Context, db *pgxpool.Pool, id string, now time.Time) (EventView, error) {
 	evs, err := queryEvents(ctx, db, "", 1, id, now)
 	if err != nil {
 		return EventView{}, err
 	}
 	if len(evs) == 0 {
-		return EventView{}, errNoEvent
+		return EventView{}, ErrEventNotFound
 	}
 	return evs[0], nil
 }
@@ -106,10 +106,6 @@ func saleState(v EventView, now time.Time) string {
 	return SaleOnSale
 }
 
-// errEventInUse refuses to delete an event that still has live
-// reservations or money records.
-var errEventInUse = errors.New("event has live reservations or payments")
-
 // deleteEvent removes an event whose reservations all ended without money
 // changing hands, with its sections, seats, promotions and those ended
 // reservations, in one transaction. The event row is locked first: a hold
@@ -120,7 +116,7 @@ func deleteEvent(ctx context.Context, db *pgxpool.Pool, id string) error {
 		var one int
 		err := tx.QueryRow(ctx, `SELECT 1 FROM events WHERE id = $1 FOR UPDATE`, id).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return errNoEvent
+			return ErrEventNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("delete event %s: %w", id, err)
@@ -133,7 +129,7 @@ SELECT EXISTS (SELECT 1 FROM reservations WHERE event_id = $1 AND status IN ('PE
 			return fmt.Errorf("delete event %s: %w", id, err)
 		}
 		if inUse {
-			return errEventInUse
+			return ErrEventInUse
 		}
 		if err := invalidateSections(ctx, tx, id); err != nil {
 			return fmt.Errorf("delete event %s: %w", id, err)
@@ -180,13 +176,13 @@ func (h *holdsPlane) listEvents(c echo.Context) error {
 	if s := c.QueryParam("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > eventPageMax {
-			return wire.BadRequest("limit must be an integer within 1..%d", eventPageMax)
+			return refusal.Invalid("limit must be an integer within 1..%d", eventPageMax)
 		}
 		limit = n
 	}
 	after := c.QueryParam("after")
 	if after != "" && !validEventID(after) {
-		return wire.BadRequest("after must be an event id")
+		return refusal.Invalid("after must be an event id")
 	}
 	evs, err := listEvents(c.Request().Context(), h.db, after, limit, nowFunc())
 	if err != nil {
@@ -203,12 +199,9 @@ func (h *holdsPlane) listEvents(c echo.Context) error {
 func (h *holdsPlane) getEvent(c echo.Context) error {
 	// An id no event can have (PostgreSQL would refuse a NUL) names none.
 	if !validEventID(c.Param("event")) {
-		return wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+		return ErrEventNotFound
 	}
 	v, err := loadEvent(c.Request().Context(), h.db, c.Param("event"), nowFunc())
-	if errors.Is(err, errNoEvent) {
-		return wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
-	}
 	if err != nil {
 		return storeError("read event", err)
 	}
@@ -219,16 +212,9 @@ func (h *holdsPlane) getEvent(c echo.Context) error {
 func (h *holdsPlane) deleteEvent(c echo.Context) error {
 	id := c.Param("event")
 	if !validEventID(id) {
-		return wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+		return ErrEventNotFound
 	}
-	err := deleteEvent(c.Request().Context(), h.db, id)
-	switch {
-	case errors.Is(err, errNoEvent):
-		return wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
-	case errors.Is(err, errEventInUse):
-		return wire.Errorf(http.StatusConflict, "event_in_use",
-			"the event has reservations pending payment or paid, or payment records: it cannot be deleted")
-	case err != nil:
+	if err := deleteEvent(c.Request().Context(), h.db, id); err != nil {
 		return storeError("delete event", err)
 	}
 	h.log.Info("booking: event deleted", "event", id)

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/internal/module"
 	"github.com/presenced/presenced/internal/outbox"
 )
@@ -28,12 +27,6 @@ type Admission interface {
 	// ErrNotAdmitted or ErrAdmissionUnavailable.
 	CheckPass(pass, event, user string) error
 }
-
-// Errors an admission check reports (internal/admission's).
-var (
-	ErrNotAdmitted          = admission.ErrNotAdmitted
-	ErrAdmissionUnavailable = admission.ErrUnavailable
-)
 
 // ViewerCounts tells how many people look at a hotel right now. The viewers
 // module provides it through the app; booking never reads its keys.
@@ -189,12 +182,6 @@ type Line struct {
 	ID    string
 	Label string
 }
-
-// Errors of the checkout port.
-var (
-	ErrNoReservation = errNoReservation
-	ErrNotPending    = errNotPending
-)
 
 // LockCheckout locks reservation id in tx and returns it.
 func (m *Module) LockCheckout(ctx context.Context, tx pgx.Tx, id string) (Checkout, error) {

@@ -3,10 +3,9 @@ package booking
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
-	"github.com/presenced/presenced/web/wire"
+	"github.com/presenced/presenced/internal/refusal"
 )
 
 var nowFunc = time.Now
@@ -25,9 +24,9 @@ func (h *holdsPlane) Cancel(ctx context.Context, id, user string) (*Reservation,
 	}
 	r, err := endReservation(ctx, tx, id, StatusCancelled, false, user)
 	switch {
-	case errors.Is(err, errNoReservation):
-		return nil, wire.Errorf(http.StatusNotFound, "not_found", "no such reservation")
-	case errors.Is(err, errNotPending):
+	case errors.Is(err, ErrNoReservation):
+		return nil, ErrNoReservation
+	case errors.Is(err, ErrNotPending):
 		cur, lerr := loadReservation(ctx, tx, id, user)
 		if lerr != nil {
 			return nil, storeError("read reservation", lerr)
@@ -35,7 +34,7 @@ func (h *holdsPlane) Cancel(ctx context.Context, id, user string) (*Reservation,
 		if cur.Status == StatusCancelled {
 			return cur, nil
 		}
-		return nil, wire.Errorf(http.StatusConflict, "not_cancellable", "the reservation is %s", cur.Status)
+		return nil, refusal.New(ErrNotCancellable, "the reservation is %s", cur.Status)
 	case err != nil:
 		return nil, storeError("cancel", err)
 	}

@@ -17,7 +17,7 @@ func lockCheckout(ctx context.Context, tx pgx.Tx, id string) (Checkout, error) {
 	var c Checkout
 	err := tx.QueryRow(ctx, lockCheckoutSQL, id).Scan(&c.ID, &c.Kind, &c.Event, &c.Hotel, &c.User, &c.Status, &c.Total, &c.Currency, &c.ExpiresAt, &c.Due)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Checkout{}, errNoReservation
+		return Checkout{}, ErrNoReservation
 	}
 	if err != nil {
 		return Checkout{}, fmt.Errorf("lock reservation: %w", err)
@@ -49,7 +49,7 @@ func markPaid(ctx context.Context, tx pgx.Tx, id string) error {
 		return err
 	}
 	if c.Status != StatusPending || c.Due {
-		return fmt.Errorf("%w (%s)", errNotPending, c.Status)
+		return fmt.Errorf("%w (%s)", ErrNotPending, c.Status)
 	}
 	if c.Kind == KindStay {
 		return markStayPaid(ctx, tx, c)
@@ -120,7 +120,7 @@ func checkoutLines(ctx context.Context, tx pgx.Tx, id string) ([]Line, error) {
 		}
 		found, stay = true, kind == KindStay
 		if status != StatusPaid {
-			return nil, fmt.Errorf("%w (%s)", errNotPending, status)
+			return nil, fmt.Errorf("%w (%s)", ErrNotPending, status)
 		}
 		if item == nil {
 			continue
@@ -134,7 +134,7 @@ func checkoutLines(ctx context.Context, tx pgx.Tx, id string) ([]Line, error) {
 		return nil, fmt.Errorf("read checkout lines: %w", err)
 	}
 	if !found {
-		return nil, errNoReservation
+		return nil, ErrNoReservation
 	}
 	rows.Close()
 	if stay {

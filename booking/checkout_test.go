@@ -6,8 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/presenced/presenced/web/wire"
 )
 
 // The checkout port payments calls: a pending hold becomes PAID with its
@@ -128,7 +126,7 @@ func TestCheckoutPortWithStays(t *testing.T) {
 	}
 	require.ErrorIs(t, settle(func(tx pgx.Tx) error { return m.MarkPaid(ctx, tx, paid.ID) }), ErrNotPending, "paid twice")
 	_, err = b.stays.Cancel(ctx, paid.ID, b.uid("payer"))
-	require.Equal(t, 409, err.(*wire.Error).Status, "a paid stay is not cancellable")
+	require.Equal(t, 409, answerOf(err).Status, "a paid stay is not cancellable")
 	require.ErrorIs(t, settle(func(tx pgx.Tx) error {
 		_, err := m.ReleaseCheckout(ctx, tx, paid.ID)
 		return err

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/internal/validate"
 )
 
@@ -99,7 +101,7 @@ func (s *EventSpec) Validate() error {
 		errs = append(errs, fmt.Sprintf("%d seats exceed the limit of %d per event", total, maxSeatsPerEvent))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %s", ErrInvalidEvent, strings.Join(errs, "; "))
+		return refusal.New(ErrInvalidEvent, "%v: %s", ErrInvalidEvent, strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -151,9 +153,6 @@ func parseGrids(s, noun, want, none string) ([]grid, error) {
 	}
 	return out, nil
 }
-
-// ErrEventExists is returned when the event id is taken.
-var ErrEventExists = errors.New("event already exists")
 
 // EventSummary is what creating an event answers.
 type EventSummary struct {
@@ -223,19 +222,13 @@ type PromotionSpec struct {
 	ValidUntil  *time.Time `json:"validUntil,omitempty"`
 }
 
-// ErrInvalidEvent is an event spec outside the rules its error names.
-var ErrInvalidEvent = errors.New("invalid event")
-
-// ErrInvalidPromotion is a promotion outside the rules its error names.
-var ErrInvalidPromotion = errors.New("invalid promotion")
-
 // createPromotion adds a promotion code to an event.
 func createPromotion(ctx context.Context, pool *pgxpool.Pool, event string, p PromotionSpec) error {
 	if !validEventID(event) {
-		return errNoEvent // no event can have this id; PostgreSQL would refuse it
+		return ErrEventNotFound // no event can have this id; PostgreSQL would refuse it
 	}
 	if !promoPattern.Valid(p.Code) || p.DiscountBps < 1 || p.DiscountBps > 10_000 || p.MaxUses < 0 || p.MaxUses > math.MaxInt32 {
-		return fmt.Errorf("%w: code 1-32 letters, digits, '_' or '-'; discountBps 1-10000; maxUses 0-%d",
+		return refusal.New(ErrInvalidPromotion, "%v: code 1-32 letters, digits, '_' or '-'; discountBps 1-10000; maxUses 0-%d",
 			ErrInvalidPromotion, math.MaxInt32)
 	}
 	_, err := pool.Exec(ctx, `
@@ -245,9 +238,9 @@ INSERT INTO promotions (event_id, code, discount_bps, max_uses, valid_until) VAL
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "23505":
-			return fmt.Errorf("promotion %s already exists: %w", p.Code, ErrEventExists)
+			return fmt.Errorf("promotion %s: %w", p.Code, ErrPromotionExists)
 		case "23503":
-			return errNoEvent
+			return ErrEventNotFound
 		}
 	}
 	if err != nil {
@@ -255,6 +248,3 @@ INSERT INTO promotions (event_id, code, discount_bps, max_uses, valid_until) VAL
 	}
 	return nil
 }
-
-// errNoEvent is returned for an unknown event.
-var errNoEvent = errors.New("no such event")

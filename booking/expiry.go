@@ -95,7 +95,7 @@ func (e *expirer) ExpireOnce(ctx context.Context) (int, error) {
 	var ended []*released
 	for _, id := range ids {
 		r, err := endReservation(ctx, tx, id, StatusExpired, true, "")
-		if errors.Is(err, errNotPending) {
+		if errors.Is(err, ErrNotPending) {
 			continue
 		}
 		if err != nil {

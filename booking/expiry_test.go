@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/presenced/presenced/web/wire"
 )
 
 // expireNow makes a reservation due.
@@ -113,7 +111,7 @@ func TestExpiryRacingCancelAndASecondBuyer(t *testing.T) {
 		wg.Wait()
 		require.NoError(t, expireErr)
 		if cancelErr != nil {
-			require.Equal(t, 409, cancelErr.(*wire.Error).Status, "cancel lost to expiry: %v", cancelErr)
+			require.Equal(t, 409, answerOf(cancelErr).Status, "cancel lost to expiry: %v", cancelErr)
 		}
 		require.Contains(t, []string{StatusExpired, StatusCancelled}, b.status(t, r.ID))
 		require.Contains(t, []int{201, 503}, buyerStatus, "the second buyer wins or is told to retry")
@@ -162,7 +160,7 @@ func TestCancel(t *testing.T) {
 	_, r, err := b.hold(t, event, "lee", "k", []int64{seats[0]}, "")
 	require.NoError(t, err)
 	_, err = b.holds.Cancel(context.Background(), r.ID, b.uid("mallory"))
-	require.Equal(t, 404, err.(*wire.Error).Status, "not the owner: not found")
+	require.Equal(t, 404, answerOf(err).Status, "not the owner: not found")
 	res, err := b.holds.Cancel(context.Background(), r.ID, b.uid("lee"))
 	require.NoError(t, err)
 	require.Equal(t, StatusCancelled, res.Status)
@@ -178,7 +176,7 @@ func TestCancel(t *testing.T) {
 	_, err = b.expiry.ExpireOnce(context.Background())
 	require.NoError(t, err)
 	_, err = b.holds.Cancel(context.Background(), r2.ID, b.uid("max"))
-	require.Equal(t, 409, err.(*wire.Error).Status, "an expired hold cannot be cancelled")
+	require.Equal(t, 409, answerOf(err).Status, "an expired hold cannot be cancelled")
 }
 
 func TestHintsBounceObviousContention(t *testing.T) {
@@ -189,7 +187,7 @@ func TestHintsBounceObviousContention(t *testing.T) {
 	require.NoError(t, err)
 	status, _, err := b.hold(t, event, "oli", "k", []int64{seats[1], seats[0]}, "")
 	require.Equal(t, 409, status)
-	require.Equal(t, []int64{seats[0]}, err.(*wire.Error).Details["seats"])
+	require.Equal(t, []int64{seats[0]}, answerOf(err).Details["seats"])
 	var avail string
 	require.NoError(t, b.db.QueryRow(context.Background(), `SELECT status FROM seats WHERE id = $1`, seats[1]).Scan(&avail))
 	require.Equal(t, SeatAvailable, avail, "the cart failed as a unit")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/testenv"
-	"github.com/presenced/presenced/web/wire"
 )
 
 // A hold stuck before its commit is what a process killed mid-hold leaves
@@ -115,11 +114,11 @@ func TestCommittedHoldReplaysPastTheGates(t *testing.T) {
 	other := in
 	other.Key = "new"
 	_, err = b.holds.Hold(ctx, other)
-	require.Equal(t, http.StatusTooManyRequests, err.(*wire.Error).Status)
+	require.Equal(t, http.StatusTooManyRequests, answerOf(err).Status)
 	changed := in
 	changed.Seats = []int64{seats[5]}
 	_, err = b.holds.Hold(ctx, changed)
-	require.Equal(t, http.StatusTooManyRequests, err.(*wire.Error).Status)
+	require.Equal(t, http.StatusTooManyRequests, answerOf(err).Status)
 }
 
 // A retry of a committed hold that was cancelled since, its seat now held
@@ -153,7 +152,7 @@ func TestCommittedHoldReplaysPastAnotherBuyersHints(t *testing.T) {
 
 	// A new request for the seat still meets the hint.
 	_, err = b.holds.Hold(ctx, holdInput{User: user, Event: event, Pass: in.Pass, Key: "new", Seats: []int64{seats[2]}})
-	require.Equal(t, http.StatusConflict, err.(*wire.Error).Status)
+	require.Equal(t, http.StatusConflict, answerOf(err).Status)
 }
 
 // A reservation that ends leaves, in its own transaction, an outbox event

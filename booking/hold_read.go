@@ -3,13 +3,12 @@ package booking
 import (
 	"context"
 	"errors"
-	"net/http"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/presenced/presenced/web/wire"
+	"github.com/presenced/presenced/internal/refusal"
 )
 
 // The first round trip of a hold reads, without locking anything, what
@@ -224,8 +223,7 @@ func scanRead(res pgx.BatchResults, in holdInput) (*holdView, error) {
 func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult, error) {
 	if v.stored != nil {
 		if string(v.stored.fingerprint) != string(fp) {
-			return nil, wire.Errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
-				"this Idempotency-Key was used with a different request")
+			return nil, ErrKeyReused
 		}
 		r := v.stored.result
 		r.Replayed = true
@@ -233,13 +231,11 @@ func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult,
 	}
 	switch {
 	case v.event == nil:
-		return nil, wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+		return nil, ErrEventNotFound
 	case !v.open:
-		return nil, wire.Errorf(http.StatusConflict, "sale_closed", "the sale of this event is not open")
+		return nil, ErrSaleClosed
 	case v.pendingID != "" && !v.pendingDue:
-		e := wire.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
-		e.Details = map[string]any{"reservation": v.pendingID}
-		return nil, e
+		return nil, &PendingCheckoutError{Reservation: v.pendingID, Where: forThisEvent}
 	}
 	var unknown, taken []int64
 	for _, id := range seats {
@@ -252,9 +248,7 @@ func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult,
 		}
 	}
 	if len(unknown) > 0 {
-		e := wire.BadRequest("seats %v are not seats of this event", unknown)
-		e.Code, e.Details = "unknown_seats", map[string]any{"seats": unknown}
-		return nil, e
+		return nil, &UnknownSeatsError{Seats: unknown}
 	}
 	if len(taken) > 0 {
 		return nil, seatsTaken(taken)
@@ -262,9 +256,9 @@ func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult,
 	if in.PromoCode != "" {
 		switch p := v.promo; {
 		case p == nil || p.expired:
-			return nil, wire.Errorf(http.StatusUnprocessableEntity, "invalid_promo_code", "no such promotion code for this event")
+			return nil, refusal.New(ErrInvalidPromoCode, "no such promotion code for this event")
 		case p.used >= p.maxUses:
-			return nil, wire.Errorf(http.StatusConflict, "promotion_exhausted", "this promotion has no uses left")
+			return nil, ErrPromotionExhausted
 		}
 	}
 	return nil, nil
@@ -304,8 +298,4 @@ type occupancy struct {
 	total, taken int64
 }
 
-func seatsTaken(seats []int64) *wire.Error {
-	e := wire.Errorf(http.StatusConflict, "seats_unavailable", "seats %v are not available", seats)
-	e.Details = map[string]any{"seats": seats}
-	return e
-}
+func seatsTaken(seats []int64) error { return &SeatsTakenError{Seats: seats} }

@@ -16,9 +16,9 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/admission"
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/internal/validate"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web/wire"
 )
 
 // holdsPlane is the booking plane: holds, reservations and event administration.
@@ -88,7 +88,7 @@ const opHold = "hold"
 // it refuses), then one pipelined batch of key lookups that
 // locks nothing (read), then one batch that writes everything with the
 // stored response and commits (write), its constraints refusing whatever
-// changed in between. Client errors are *wire.Error.
+// changed in between. Refusals are booking's kinds (errors.go).
 func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error) {
 	seats, fp, err := h.check(in)
 	if err != nil {
@@ -184,10 +184,9 @@ func (h *holdsPlane) answerConcurrentRetry(ctx context.Context, in holdInput, fp
 		return holdResult{}, storeError("read idempotency key", err)
 	case !found:
 		// The other request's transaction rolled back after all.
-		return holdResult{}, wire.Unavailable(time.Second, "a request with this Idempotency-Key is running; retry")
+		return holdResult{}, refusal.Busy(time.Second, "a request with this Idempotency-Key is running; retry")
 	case string(stored.fingerprint) != string(fp):
-		return holdResult{}, wire.Errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
-			"this Idempotency-Key was used with a different request")
+		return holdResult{}, ErrKeyReused
 	}
 	h.m.idempotentHits.Inc()
 	r := stored.result
@@ -237,15 +236,13 @@ func (h *holdsPlane) gates(ctx context.Context, in holdInput, seats []int64, res
 		resID, holdClaim(in.User, in.Key), max(h.cfg.HintClaimTTL.Milliseconds(), 1)).Int64Slice()
 	if err != nil || len(res) != 3 {
 		h.m.hintErrors.Inc()
-		return 0, false, wire.Unavailable(time.Second, "rate limiter, admission and seat hints unavailable; retry")
+		return 0, false, refusal.Busy(time.Second, "rate limiter, admission and seat hints unavailable; retry")
 	}
 	switch outcome := res[0]; {
 	case outcome == 1:
-		e := wire.Errorf(http.StatusTooManyRequests, "rate_limited", "too many hold attempts; retry later")
-		e.RetryAfter = max(time.Duration(res[2])*time.Millisecond, time.Second)
-		return 0, false, e
+		return 0, false, rateLimited(time.Duration(res[2]) * time.Millisecond)
 	case in.Pass == "":
-		return 0, false, wire.Errorf(http.StatusForbidden, "not_admitted", "an X-Admission-Pass from the waiting room is required")
+		return 0, false, errNoPass
 	case outcome == 2:
 		return 0, false, admissionRefusal(fmt.Errorf("%w: no live lease", ErrNotAdmitted))
 	case outcome > 2 && outcome-2 <= int64(len(seats)):
@@ -256,7 +253,7 @@ func (h *holdsPlane) gates(ctx context.Context, in holdInput, seats []int64, res
 		}
 		return seats[outcome-3], false, nil
 	case outcome != 0:
-		return 0, false, wire.Unavailable(time.Second, "seat hints unavailable; retry")
+		return 0, false, refusal.Busy(time.Second, "seat hints unavailable; retry")
 	}
 	return 0, true, admissionRefusal(h.admission.CheckPass(in.Pass, in.Event, in.User))
 }
@@ -292,10 +289,10 @@ func (h *holdsPlane) storedResponse(ctx context.Context, in holdInput, fp []byte
 // key with a newline would forge log lines.
 func checkIdempotencyKey(key string) error {
 	if key == "" {
-		return wire.Errorf(http.StatusBadRequest, "idempotency_key_required", "an Idempotency-Key header is required")
+		return ErrKeyRequired
 	}
 	if err := validate.Token("Idempotency-Key", key, validate.MaxIdempotencyKeyBytes); err != nil {
-		return wire.Errorf(http.StatusBadRequest, "bad_idempotency_key", "%v", err)
+		return refusal.New(ErrBadKey, "%v", err)
 	}
 	return nil
 }
@@ -306,19 +303,19 @@ func (h *holdsPlane) check(in holdInput) ([]int64, []byte, error) {
 	keyErr := checkIdempotencyKey(in.Key)
 	switch {
 	case !validEventID(in.Event):
-		return nil, nil, wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
+		return nil, nil, ErrEventNotFound
 	case keyErr != nil:
 		return nil, nil, keyErr
 	case len(in.Seats) < 1 || len(in.Seats) > h.cfg.MaxSeatsPerHold:
-		return nil, nil, wire.BadRequest("hold 1 to %d seats", h.cfg.MaxSeatsPerHold)
+		return nil, nil, refusal.Invalid("hold 1 to %d seats", h.cfg.MaxSeatsPerHold)
 	case in.PromoCode != "" && !promoPattern.Valid(in.PromoCode):
-		return nil, nil, wire.Errorf(http.StatusUnprocessableEntity, "invalid_promo_code", "no such promotion code")
+		return nil, nil, ErrInvalidPromoCode
 	}
 	seats := slices.Clone(in.Seats)
 	slices.Sort(seats)
 	for i, s := range seats {
 		if s <= 0 || (i > 0 && seats[i-1] == s) {
-			return nil, nil, wire.BadRequest("seats must be distinct seat ids")
+			return nil, nil, refusal.Invalid("seats must be distinct seat ids")
 		}
 	}
 	return seats, fingerprint(in.Event, seats, in.PromoCode), nil
@@ -335,7 +332,7 @@ func (h *holdsPlane) rateLimit(ctx context.Context, user string) error {
 // deal).
 func (h *holdsPlane) verifyAdmission(ctx context.Context, in holdInput) error {
 	if in.Pass == "" {
-		return wire.Errorf(http.StatusForbidden, "not_admitted", "an X-Admission-Pass from the waiting room is required")
+		return errNoPass
 	}
 	if err := h.leases.Live(ctx, in.Event, in.User); err != nil {
 		return admissionRefusal(err)
@@ -353,25 +350,32 @@ func (h *holdsPlane) extendLease(ctx context.Context, event, user string, d time
 func (h *holdsPlane) rateRefusal(rate *redis.Cmd) error {
 	res, err := rate.Int64Slice()
 	if err != nil || len(res) != 2 {
-		return wire.Unavailable(time.Second, "rate limiter unavailable; retry")
+		return refusal.Busy(time.Second, "rate limiter unavailable; retry")
 	}
 	if res[0] > int64(h.cfg.HoldsPerMinute) {
-		e := wire.Errorf(http.StatusTooManyRequests, "rate_limited", "too many hold attempts; retry later")
-		e.RetryAfter = max(time.Duration(res[1])*time.Millisecond, time.Second)
-		return e
+		return rateLimited(time.Duration(res[1]) * time.Millisecond)
 	}
 	return nil
 }
+
+// rateLimited refuses an attempt over the rate until the window ends
+// (wait), a second at least.
+func rateLimited(wait time.Duration) error {
+	return &refusal.Error{Kind: ErrRateLimited, Msg: ErrRateLimited.Error(), RetryAfter: max(wait, time.Second)}
+}
+
+// errNoPass refuses a hold that brings no admission pass.
+var errNoPass = refusal.New(ErrNotAdmitted, "an X-Admission-Pass from the waiting room is required")
 
 func admissionRefusal(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrNotAdmitted):
-		return wire.Errorf(http.StatusForbidden, "not_admitted", "the admission pass is not valid for this event and user, or its lease ended")
+		return refusal.New(ErrNotAdmitted, "the admission pass is not valid for this event and user, or its lease ended")
 	default:
 		// Fail closed: nobody is let in by an error.
-		return wire.Unavailable(2*time.Second, "admission check unavailable; retry")
+		return refusal.Busy(2*time.Second, "admission check unavailable; retry")
 	}
 }
 

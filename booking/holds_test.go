@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
-	"github.com/presenced/presenced/web/wire"
 )
 
 func TestHoldFreezesPricesAndHoldsSeats(t *testing.T) {
@@ -44,7 +43,7 @@ func TestHoldFreezesPricesAndHoldsSeats(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, r.Total, got.Total)
 	_, err = loadReservation(context.Background(), b.db, r.ID, b.uid("mallory"))
-	require.ErrorIs(t, err, errNoReservation, "owner only")
+	require.ErrorIs(t, err, ErrNoReservation, "owner only")
 }
 
 func TestSurgeIsFrozenAtHoldTime(t *testing.T) {
@@ -73,8 +72,8 @@ func TestHoldRefusals(t *testing.T) {
 		if err == nil {
 			return 201
 		}
-		e, ok := err.(*wire.Error)
-		require.True(t, ok, "%v", err)
+		e := answerOf(err)
+		require.NotNil(t, e, "%v", err)
 		return e.Status
 	}
 	pass := b.desk.admit(event, b.uid("bob"))
@@ -142,7 +141,7 @@ func TestOnePendingCheckoutPerUser(t *testing.T) {
 	require.Equal(t, 201, status)
 	status, _, err = b.hold(t, event, "erin", "k2", []int64{seats[1]}, "")
 	require.Equal(t, 409, status)
-	require.Equal(t, "pending_checkout", err.(*wire.Error).Code)
+	require.Equal(t, "pending_checkout", answerOf(err).Code)
 	_, err = b.holds.Cancel(context.Background(), first.ID, b.uid("erin"))
 	require.NoError(t, err)
 	status, _, err = b.hold(t, event, "erin", "k3", []int64{seats[1]}, "")
@@ -250,8 +249,8 @@ func TestIdempotency(t *testing.T) {
 	changed.Seats = []int64{seats[1], seats[3]}
 	_, err = b.holds.Hold(ctx, changed)
 	require.Error(t, err)
-	require.Equal(t, 422, err.(*wire.Error).Status)
-	require.Equal(t, "idempotency_key_reused", err.(*wire.Error).Code)
+	require.Equal(t, 422, answerOf(err).Status)
+	require.Equal(t, "idempotency_key_reused", answerOf(err).Code)
 
 	var n int
 	require.NoError(t, b.db.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE user_id = $1`, b.uid("fay")).Scan(&n))
@@ -269,7 +268,7 @@ func TestConcurrentIdenticalRetriesExecuteOnce(t *testing.T) {
 	statuses := race(t, 20, func(int) int {
 		res, err := b.holds.Hold(context.Background(), in)
 		if err != nil {
-			return err.(*wire.Error).Status
+			return answerOf(err).Status
 		}
 		mu.Lock()
 		bodies[string(res.Body)]++

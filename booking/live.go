@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -16,9 +15,9 @@ import (
 
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/internal/outbox"
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web/socket"
-	"github.com/presenced/presenced/web/wire"
 )
 
 // Live seat-map messages. Browsers get invalidations, never deltas: "section
@@ -39,9 +38,9 @@ type invalidation struct {
 // WebSocket when the request asks to upgrade. ?section=A,B narrows it.
 // admin guards the switch that pauses an event's pushes.
 func (s *seatMap) RoutesLive(g *echo.Group, h *hub.Hub, sockets *socket.Sockets, admin echo.MiddlewareFunc) {
-	g.GET("/v1/events/:event/live", func(c echo.Context) error { return s.live(c, h, sockets) })
-	g.GET("/v1/admin/events/:event/live", s.getLivePause, admin)
-	g.PUT("/v1/admin/events/:event/live", func(c echo.Context) error { return s.putLivePause(c, h) }, admin)
+	g.GET("/v1/events/:event/live", answered(func(c echo.Context) error { return s.live(c, h, sockets) }))
+	g.GET("/v1/admin/events/:event/live", answered(s.getLivePause), admin)
+	g.PUT("/v1/admin/events/:event/live", answered(func(c echo.Context) error { return s.putLivePause(c, h) }), admin)
 }
 
 func (s *seatMap) live(c echo.Context, h *hub.Hub, sockets *socket.Sockets) error {
@@ -127,7 +126,7 @@ func subscribeAll(ctx context.Context, h *hub.Hub, topics []string, sub hub.Subs
 	for i, t := range topics {
 		if err := h.Subscribe(ctx, t, sub); err != nil {
 			unsubscribeAll(h, topics[:i], sub)
-			return wire.Unavailable(2*time.Second, "live updates unavailable; retry")
+			return refusal.Busy(2*time.Second, "live updates unavailable; retry")
 		}
 	}
 	return nil
@@ -150,7 +149,7 @@ func (l *layout) selectSections(filter string) ([]string, error) {
 	var out []string
 	for _, id := range strings.Split(filter, ",") {
 		if l.sectionIndex(id) < 0 {
-			return nil, wire.Errorf(http.StatusNotFound, "section_not_found", "no section %q in this event", id)
+			return nil, refusal.New(ErrSectionNotFound, "no section %q in this event", id)
 		}
 		out = append(out, id)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web/wire"
 )
@@ -57,7 +58,7 @@ func (s *seatMap) getLivePause(c echo.Context) error {
 	}
 	pollMs, paused, err := s.livePaused(ctx, l.event)
 	if err != nil {
-		return wire.Unavailable(time.Second, "the live switch cannot be read right now")
+		return refusal.Busy(time.Second, "the live switch cannot be read right now")
 	}
 	if !paused {
 		pollMs = 0
@@ -77,11 +78,11 @@ func (s *seatMap) putLivePause(c echo.Context, h *hub.Hub) error {
 	}
 	switch {
 	case req.Paused == nil:
-		return wire.BadRequest(`"paused" (true or false) is required`)
+		return refusal.Invalid(`"paused" (true or false) is required`)
 	case req.PollMs != 0 && (req.PollMs < minLivePollMs || req.PollMs > maxLivePollMs):
-		return wire.BadRequest(`"pollMs" must be between %d and %d`, minLivePollMs, maxLivePollMs)
+		return refusal.Invalid(`"pollMs" must be between %d and %d`, minLivePollMs, maxLivePollMs)
 	case !*req.Paused && req.PollMs != 0:
-		return wire.BadRequest(`"pollMs" applies only when pausing`)
+		return refusal.Invalid(`"pollMs" applies only when pausing`)
 	}
 	value, msg := "", resetMessage
 	if *req.Paused {
@@ -97,7 +98,7 @@ func (s *seatMap) putLivePause(c echo.Context, h *hub.Hub) error {
 	}
 	if err := livePauseScript.Run(ctx, s.rdb, []string{s.keys.livePause(l.event)}, args...).Err(); err != nil {
 		s.log.Warn("live pause switch", "event", l.event, "paused", *req.Paused, "err", err)
-		return wire.Unavailable(time.Second, "the live switch cannot be set right now; retry")
+		return refusal.Busy(time.Second, "the live switch cannot be set right now; retry")
 	}
 	s.log.Info("live seat-map pushes switched", "event", l.event, "paused", *req.Paused, "pollMs", req.PollMs)
 	return c.JSON(http.StatusOK, req)

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/presenced/presenced/internal/outbox"
 )
 
@@ -19,9 +20,6 @@ type released struct {
 	user  string
 	seats []int64
 }
-
-// errNotPending says the reservation already ended (or is not due).
-var errNotPending = errors.New("reservation is not pending")
 
 const lockReservation = `
 SELECT coalesce(event_id, hotel_id), user_id, status, expires_at <= clock_timestamp(), coalesce(promo_code, ''), kind
@@ -47,16 +45,16 @@ func endReservation(ctx context.Context, tx pgx.Tx, id, status string, onlyIfExp
 	var due bool
 	err := tx.QueryRow(ctx, lockReservation, id).Scan(&r.event, &r.user, &current, &due, &promo, &kind)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errNoReservation
+		return nil, ErrNoReservation
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock reservation: %w", err)
 	}
 	if user != "" && r.user != user {
-		return nil, errNoReservation // not yours: indistinguishable from absent
+		return nil, ErrNoReservation // not yours: indistinguishable from absent
 	}
 	if current != StatusPending || (onlyIfExpired && !due) {
-		return nil, fmt.Errorf("%w (%s)", errNotPending, current)
+		return nil, fmt.Errorf("%w (%s)", ErrNotPending, current)
 	}
 	r.id = id
 	if kind == KindStay {
@@ -120,8 +118,6 @@ func endReservation(ctx context.Context, tx pgx.Tx, id, status string, onlyIfExp
 	return &r, nil
 }
 
-var errNoReservation = errors.New("no such reservation")
-
 // querier is a pool, a connection or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -137,7 +133,7 @@ JOIN seats s ON s.id = i.seat_id
 WHERE r.id = $1
 ORDER BY i.seat_id`
 
-// loadReservation reads a reservation of user (errNoReservation otherwise).
+// loadReservation reads a reservation of user (ErrNoReservation otherwise).
 func loadReservation(ctx context.Context, q querier, id, user string) (*Reservation, error) {
 	rows, err := q.Query(ctx, selectReservation, id)
 	if err != nil {
@@ -154,7 +150,7 @@ func loadReservation(ctx context.Context, q querier, id, user string) (*Reservat
 			return nil, fmt.Errorf("read reservation: %w", err)
 		}
 		if owner != user {
-			return nil, errNoReservation
+			return nil, ErrNoReservation
 		}
 		if res == nil {
 			r.Kind = KindSeats

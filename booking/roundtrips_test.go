@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/testenv"
-	"github.com/presenced/presenced/web/wire"
 )
 
 // tripCounter counts the round trips a pool makes to PostgreSQL and the
@@ -132,7 +131,7 @@ func TestHoldRoundTrips(t *testing.T) {
 
 	// Refused at the gate (no lease): the stored answer is looked up (one trip).
 	_, err := b.holds.Hold(context.Background(), holdInput{User: b.uid("gate"), Event: event, Pass: "x", Key: "k", Seats: []int64{seats[9]}})
-	require.Equal(t, http.StatusForbidden, err.(*wire.Error).Status)
+	require.Equal(t, http.StatusForbidden, answerOf(err).Status)
 	n, _ := trips.take()
 	require.Equal(t, 1, n)
 }

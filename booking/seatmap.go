@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -17,8 +16,8 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web/wire"
 )
 
 var (
@@ -93,8 +92,6 @@ type seatInfo struct {
 	basePrice int64
 }
 
-var errUnknownEvent = wire.Errorf(http.StatusNotFound, "event_not_found", "no such event")
-
 // errStaleLayout: the event this process knows was deleted, perhaps
 // created again, since its layout was loaded.
 var errStaleLayout = errors.New("the event changed since its layout was loaded")
@@ -114,7 +111,7 @@ func (s *seatMap) current(ctx context.Context, event string) (*layout, []byte, e
 		}
 		s.forget(l)
 		if retried {
-			return nil, nil, wire.Unavailable(time.Second, "the event is being recreated; retry")
+			return nil, nil, refusal.Busy(time.Second, "the event is being recreated; retry")
 		}
 	}
 }
@@ -131,7 +128,7 @@ func (s *seatMap) forget(l *layout) {
 // layoutOf returns the event's layout, loading it once per process.
 func (s *seatMap) layoutOf(ctx context.Context, event string) (*layout, error) {
 	if !validEventID(event) {
-		return nil, errUnknownEvent
+		return nil, ErrEventNotFound
 	}
 	s.mu.Lock()
 	l := s.layouts[event]
@@ -160,7 +157,7 @@ func (s *seatMap) loadLayout(ctx context.Context, event string) (*layout, error)
 	err := s.ro.QueryRow(ctx, `SELECT currency, starts_at, created_at FROM events WHERE id = $1`, event).
 		Scan(&l.currency, &l.startsAt, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errUnknownEvent
+		return nil, ErrEventNotFound
 	}
 	if err != nil {
 		return nil, storeError("read event", err)
@@ -242,7 +239,7 @@ func (s *seatMap) states(ctx context.Context, l *layout) ([]byte, error) {
 			s.m.fillContention.Inc()
 		}
 		if !time.Now().Before(deadline) {
-			return nil, wire.Unavailable(time.Second, "the seat map is being refreshed; retry")
+			return nil, refusal.Busy(time.Second, "the seat map is being refreshed; retry")
 		}
 		select {
 		case <-ctx.Done():

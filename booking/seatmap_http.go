@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/presenced/presenced/web/wire"
+	"github.com/presenced/presenced/internal/refusal"
 )
 
 // seatOrder documents the fixed order of seats in maps and bitmaps.
@@ -17,7 +17,7 @@ const seatOrder = "section,row,number"
 // RoutesSeats mounts GET /v1/events/:event/seats. Seat maps are public:
 // they show availability, never who holds what.
 func (s *seatMap) RoutesSeats(g *echo.Group) {
-	g.Match([]string{http.MethodGet, http.MethodHead}, "/v1/events/:event/seats", s.getSeats)
+	g.Match([]string{http.MethodGet, http.MethodHead}, "/v1/events/:event/seats", answered(s.getSeats))
 }
 
 func (s *seatMap) getSeats(c echo.Context) error {
@@ -30,7 +30,7 @@ func (s *seatMap) getSeats(c echo.Context) error {
 	if sec := c.QueryParam("section"); sec != "" {
 		i := l.sectionIndex(sec)
 		if i < 0 {
-			return wire.Errorf(http.StatusNotFound, "section_not_found", "no section %q in this event", sec)
+			return refusal.New(ErrSectionNotFound, "no section %q in this event", sec)
 		}
 		from, n = l.sections[i].first, l.sections[i].count
 	}

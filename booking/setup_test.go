@@ -3,6 +3,7 @@ package booking
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -139,7 +140,7 @@ func (b *bundle) hold(t *testing.T, event, user, key string, seats []int64, prom
 	pass := b.desk.admit(event, user)
 	res, err := b.holds.Hold(context.Background(), holdInput{User: user, Event: event, Pass: pass, Key: key, Seats: seats, PromoCode: promo})
 	if err != nil {
-		if e, ok := err.(*wire.Error); ok {
+		if e := answerOf(err); e != nil {
 			return e.Status, nil, err
 		}
 		return http.StatusInternalServerError, nil, err
@@ -191,4 +192,14 @@ SELECT count(*) FROM (
 	FROM section_occupancy o WHERE o.event_id = $1 GROUP BY o.event_id, o.section_id) x
 WHERE counted <> real`, event).Scan(&drift))
 	require.Zero(t, drift, "the occupancy counters match the seats")
+}
+
+// answerOf is the HTTP answer booking's handlers give err (nil: none of
+// their own, a 500 or a lost store's 503).
+func answerOf(err error) *wire.Error {
+	var e *wire.Error
+	if errors.As(httpError(err), &e) {
+		return e
+	}
+	return nil
 }

@@ -55,7 +55,7 @@ func newCatalog(db *pgxpool.Pool, ttl time.Duration) *catalog {
 	return &catalog{db: db, ttl: ttl, entries: map[string]catalogEntry{}}
 }
 
-// get returns the hotel, or errNoHotel.
+// get returns the hotel, or ErrHotelNotFound.
 func (c *catalog) get(ctx context.Context, id string) (*hotelInfo, error) {
 	now := time.Now()
 	c.mu.Lock()
@@ -66,7 +66,7 @@ func (c *catalog) get(ctx context.Context, id string) (*hotelInfo, error) {
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			h, err := loadHotel(lctx, c.db, id)
-			if err != nil && !errors.Is(err, errNoHotel) {
+			if err != nil && !errors.Is(err, ErrHotelNotFound) {
 				return nil, err
 			}
 			c.mu.Lock()
@@ -84,12 +84,12 @@ func (c *catalog) get(ctx context.Context, id string) (*hotelInfo, error) {
 		e = v.(catalogEntry)
 	}
 	if e.hotel == nil {
-		return nil, errNoHotel
+		return nil, ErrHotelNotFound
 	}
 	return e.hotel, nil
 }
 
-// loadHotel reads a hotel and its room types (errNoHotel when absent).
+// loadHotel reads a hotel and its room types (ErrHotelNotFound when absent).
 func loadHotel(ctx context.Context, q querier, id string) (*hotelInfo, error) {
 	rows, err := q.Query(ctx, `
 SELECT h.name, h.city, h.timezone, h.currency, h.hold_minutes, h.waiting_room, rt.id, rt.name, rt.capacity, rt.base_price
@@ -122,7 +122,7 @@ WHERE h.id = $1 ORDER BY rt.position`, id)
 		return nil, fmt.Errorf("read hotel: %w", err)
 	}
 	if h == nil {
-		return nil, errNoHotel
+		return nil, ErrHotelNotFound
 	}
 	return h, nil
 }

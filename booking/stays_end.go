@@ -106,7 +106,7 @@ JOIN stay_nights n ON n.reservation_id = r.id
 WHERE r.id = $1
 ORDER BY n.night`
 
-// loadStay reads a stay reservation of user (errNoReservation otherwise).
+// loadStay reads a stay reservation of user (ErrNoReservation otherwise).
 func loadStay(ctx context.Context, q querier, id, user string) (*Reservation, error) {
 	rows, err := q.Query(ctx, selectStay, id)
 	if err != nil {
@@ -125,7 +125,7 @@ func loadStay(ctx context.Context, q querier, id, user string) (*Reservation, er
 			return nil, fmt.Errorf("read stay: %w", err)
 		}
 		if owner != user {
-			return nil, errNoReservation
+			return nil, ErrNoReservation
 		}
 		if res == nil {
 			st.CheckIn, st.CheckOut = in.Format(dateLayout), out.Format(dateLayout)
@@ -139,7 +139,7 @@ func loadStay(ctx context.Context, q querier, id, user string) (*Reservation, er
 		return nil, fmt.Errorf("read stay: %w", err)
 	}
 	if res == nil {
-		return nil, errNoReservation
+		return nil, ErrNoReservation
 	}
 	return res, nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/presenced/presenced/web/wire"
+	"github.com/presenced/presenced/internal/refusal"
 )
 
 // staysPlane holds hotel rooms per night. It is the holds plane with a
@@ -53,7 +52,7 @@ type stayCart struct {
 // transaction that answers identical retries from the stored response,
 // locks the nights' inventory rows in date order, checks every night and
 // writes the reservation, its nights, the counters, the outbox event and the
-// stored response. Client errors are *wire.Error.
+// stored response. Refusals are booking's kinds (errors.go).
 func (s *staysPlane) HoldStay(ctx context.Context, in stayInput) (holdResult, error) {
 	cart, err := s.checkStay(in)
 	if err != nil {
@@ -63,9 +62,6 @@ func (s *staysPlane) HoldStay(ctx context.Context, in stayInput) (holdResult, er
 		return holdResult{}, err
 	}
 	hotel, err := s.hotels.get(ctx, in.Hotel)
-	if errors.Is(err, errNoHotel) {
-		return holdResult{}, wire.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
-	}
 	if err != nil {
 		return holdResult{}, err
 	}
@@ -133,21 +129,21 @@ func (s *staysPlane) checkStay(in stayInput) (stayCart, error) {
 	keyErr := checkIdempotencyKey(in.Key)
 	switch {
 	case !validEventID(in.Hotel):
-		return c, wire.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
+		return c, ErrHotelNotFound
 	case keyErr != nil:
 		return c, keyErr
 	case !roomTypePattern.MatchString(r.RoomType):
-		return c, wire.BadRequest("roomType: a room type id of the hotel")
+		return c, refusal.Invalid("roomType: a room type id of the hotel")
 	case !ok1 || !ok2:
-		return c, wire.BadRequest("checkIn and checkOut are dates: YYYY-MM-DD")
+		return c, refusal.Invalid("checkIn and checkOut are dates: YYYY-MM-DD")
 	case !c.out.After(c.checkIn):
-		return c, wire.BadRequest("checkOut must be after checkIn")
+		return c, refusal.Invalid("checkOut must be after checkIn")
 	case nightsBetween(c.checkIn, c.out) > s.cfg.MaxNightsPerStay:
-		return c, wire.BadRequest("a stay is 1 to %d nights", s.cfg.MaxNightsPerStay)
+		return c, refusal.Invalid("a stay is 1 to %d nights", s.cfg.MaxNightsPerStay)
 	case r.Rooms < 1 || r.Rooms > s.cfg.MaxRoomsPerHold:
-		return c, wire.BadRequest("rooms: 1 to %d", s.cfg.MaxRoomsPerHold)
+		return c, refusal.Invalid("rooms: 1 to %d", s.cfg.MaxRoomsPerHold)
 	case r.Guests < 0 || r.Guests > r.Rooms*maxRoomCapacity:
-		return c, wire.BadRequest("guests: 1 to %d for %d rooms", r.Rooms*maxRoomCapacity, r.Rooms)
+		return c, refusal.Invalid("guests: 1 to %d for %d rooms", r.Rooms*maxRoomCapacity, r.Rooms)
 	}
 	c.roomType, c.nights, c.rooms, c.guests = r.RoomType, nightsBetween(c.checkIn, c.out), r.Rooms, max(r.Guests, 1)
 	c.fingerprint = stayFingerprint(in.Hotel, c)
@@ -172,16 +168,14 @@ func stayFingerprint(hotel string, c stayCart) []byte {
 func checkAgainstHotel(c stayCart, h *hotelInfo) (roomTypeInfo, error) {
 	rt, ok := h.roomTypes[c.roomType]
 	if !ok {
-		e := wire.BadRequest("room type %q is not a room type of this hotel", c.roomType)
-		e.Code = "unknown_room_type"
-		return rt, e
+		return rt, refusal.New(ErrUnknownRoomType, "room type %q is not a room type of this hotel", c.roomType)
 	}
 	if c.guests > c.rooms*rt.capacity {
-		return rt, wire.Errorf(http.StatusUnprocessableEntity, "too_many_guests",
+		return rt, refusal.New(ErrTooManyGuests,
 			"%d rooms of %s sleep at most %d guests", c.rooms, rt.id, c.rooms*rt.capacity)
 	}
 	if c.checkIn.Before(localToday(time.Now(), h.loc)) {
-		return rt, wire.Errorf(http.StatusUnprocessableEntity, "dates_unavailable", "checkIn is in the past at the hotel")
+		return rt, refusal.New(ErrDatesUnavailable, "checkIn is in the past at the hotel")
 	}
 	return rt, nil
 }
@@ -232,8 +226,7 @@ WHERE r.status = 'PENDING_PAYMENT' AND r.expires_at <= statement_timestamp() AND
 	switch {
 	case err == nil:
 		if string(storedFP) != string(c.fingerprint) {
-			return p, nil, wire.Errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
-				"this Idempotency-Key was used with a different request")
+			return p, nil, ErrKeyReused
 		}
 		stored.Replayed = true
 		return p, &stored, nil
@@ -247,9 +240,7 @@ WHERE r.status = 'PENDING_PAYMENT' AND r.expires_at <= statement_timestamp() AND
 	}
 	if pendingID != nil {
 		if !*pendingDue {
-			e := wire.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress at this hotel")
-			e.Details = map[string]any{"reservation": *pendingID}
-			return p, nil, e
+			return p, nil, &PendingCheckoutError{Reservation: *pendingID, Where: atThisHotel}
 		}
 		p.reclaim = append(p.reclaim, *pendingID)
 	}
@@ -294,7 +285,7 @@ func (s *staysPlane) lockNights(ctx context.Context, tx pgx.Tx, hotel string, c 
 		}
 		for _, id := range reclaim {
 			r, err := endReservation(ctx, tx, id, StatusExpired, true, "")
-			if errors.Is(err, errNotPending) {
+			if errors.Is(err, ErrNotPending) {
 				continue // ended by someone else meanwhile
 			}
 			if err != nil {
@@ -367,7 +358,7 @@ func lockStayNights(ctx context.Context, tx pgx.Tx, ids []string) error {
 // checkNights refuses a stay unless every night is open and has the rooms.
 func checkNights(c stayCart, nights []lockedNight) error {
 	if len(nights) != c.nights {
-		return wire.Errorf(http.StatusUnprocessableEntity, "dates_unavailable",
+		return refusal.New(ErrDatesUnavailable,
 			"the hotel does not sell every night from %s to %s yet", c.checkIn.Format(dateLayout), c.out.Format(dateLayout))
 	}
 	var full []string
@@ -377,9 +368,7 @@ func checkNights(c stayCart, nights []lockedNight) error {
 		}
 	}
 	if len(full) > 0 {
-		e := wire.Errorf(http.StatusConflict, "rooms_unavailable", "not enough %s rooms free on %s", c.roomType, strings.Join(full, ", "))
-		e.Details = map[string]any{"nights": full}
-		return e
+		return &RoomsFullError{RoomType: c.roomType, Nights: full}
 	}
 	return nil
 }

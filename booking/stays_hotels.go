@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/internal/validate"
 )
 
@@ -170,7 +171,7 @@ func (s *HotelSpec) Validate() error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %s", ErrInvalidHotel, strings.Join(errs, "; "))
+		return refusal.New(ErrInvalidHotel, "%v: %s", ErrInvalidHotel, strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -204,12 +205,6 @@ func ParseRoomTypes(s string) ([]RoomTypeSpec, error) {
 	}
 	return out, nil
 }
-
-// Errors of hotel administration.
-var (
-	ErrHotelExists = errors.New("hotel already exists")
-	errNoHotel     = errors.New("no such hotel")
-)
 
 // HotelSummary is what creating a hotel answers.
 type HotelSummary struct {
@@ -273,18 +268,11 @@ INSERT INTO room_types (hotel_id, id, name, position, capacity, base_price, room
 		FirstNight: first.Format(dateLayout), LastNight: first.AddDate(0, 0, spec.OpenNights-1).Format(dateLayout)}, nil
 }
 
-// ErrInvalidHotel and ErrInvalidRates are specs outside the rules their
-// errors name.
-var (
-	ErrInvalidHotel = errors.New("invalid hotel")
-	ErrInvalidRates = errors.New("invalid rates")
-)
-
 // SetRates sets calendar prices of an existing hotel; nights outside the
 // opened inventory are left alone. It answers how many nights changed.
 func SetRates(ctx context.Context, pool *pgxpool.Pool, hotel string, rates []RateSpec) (int64, error) {
 	if len(rates) == 0 || len(rates) > 1000 {
-		return 0, fmt.Errorf("%w: 1 to 1000 rates", ErrInvalidRates)
+		return 0, refusal.New(ErrInvalidRates, "%v: 1 to 1000 rates", ErrInvalidRates)
 	}
 	var changed int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -307,11 +295,11 @@ func SetRates(ctx context.Context, pool *pgxpool.Pool, hotel string, rates []Rat
 			return fmt.Errorf("read hotel: %w", err)
 		}
 		if len(types) == 0 {
-			return errNoHotel
+			return ErrHotelNotFound
 		}
 		for _, r := range rates {
 			if err := r.validate(types); err != nil {
-				return fmt.Errorf("%w: %w", ErrInvalidRates, err)
+				return refusal.New(ErrInvalidRates, "%v: %v", ErrInvalidRates, err)
 			}
 		}
 		changed, err = applyRates(ctx, tx, hotel, city, rates)

@@ -1,7 +1,6 @@
 package booking
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -14,9 +13,9 @@ import (
 // Routes mounts stay holds and hotel administration. Reservations of stays
 // are read and cancelled through the holds plane's /v1/reservations/{id}.
 func (s *staysPlane) Routes(g *echo.Group, users, admin echo.MiddlewareFunc) {
-	g.POST("/v1/hotels/:hotel/holds", s.postStayHold, users)
-	g.POST("/v1/admin/hotels", s.postHotel, admin)
-	g.PUT("/v1/admin/hotels/:hotel/rates", s.putRates, admin)
+	g.POST("/v1/hotels/:hotel/holds", answered(s.postStayHold), users)
+	g.POST("/v1/admin/hotels", answered(s.postHotel), admin)
+	g.PUT("/v1/admin/hotels/:hotel/rates", answered(s.putRates), admin)
 }
 
 func (s *staysPlane) postStayHold(c echo.Context) error {
@@ -39,10 +38,8 @@ func (s *staysPlane) postStayHold(c echo.Context) error {
 		Req:   body,
 	})
 	if err != nil {
-		var apiErr *wire.Error
-		if errors.As(err, &apiErr) {
-			status = apiErr.Status
-		}
+		err = httpError(err)
+		status = statusOf(err)
 		return err
 	}
 	status = res.Status
@@ -58,12 +55,7 @@ func (s *staysPlane) postHotel(c echo.Context) error {
 		return err
 	}
 	sum, err := createHotel(c.Request().Context(), s.db, spec)
-	switch {
-	case errors.Is(err, ErrHotelExists):
-		return wire.Errorf(http.StatusConflict, "hotel_exists", "a hotel with this id exists")
-	case errors.Is(err, ErrInvalidHotel):
-		return wire.Errorf(http.StatusUnprocessableEntity, "invalid_hotel", "%s", err.Error())
-	case err != nil:
+	if err != nil {
 		return storeError("create hotel", err)
 	}
 	return c.JSON(http.StatusCreated, sum)
@@ -80,15 +72,10 @@ func (s *staysPlane) putRates(c echo.Context) error {
 	}
 	hotel := c.Param("hotel")
 	if !validEventID(hotel) {
-		return wire.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
+		return ErrHotelNotFound
 	}
 	n, err := SetRates(c.Request().Context(), s.db, hotel, body.Rates)
-	switch {
-	case errors.Is(err, errNoHotel):
-		return wire.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
-	case errors.Is(err, ErrInvalidRates):
-		return wire.Errorf(http.StatusUnprocessableEntity, "invalid_rates", "%s", err.Error())
-	case err != nil:
+	if err != nil {
 		return storeError("set rates", err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"hotel": hotel, "nightsChanged": n})

@@ -23,8 +23,8 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/outbox"
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/store"
-	"github.com/presenced/presenced/web/wire"
 )
 
 var (
@@ -87,7 +87,7 @@ func newSearch(d searchDeps) (*search, error) {
 // Routes mounts the search. It is public: it shows availability and
 // prices, never who holds what.
 func (s *search) Routes(g *echo.Group) {
-	g.Match([]string{http.MethodGet, http.MethodHead}, "/v1/hotels", s.get)
+	g.Match([]string{http.MethodGet, http.MethodHead}, "/v1/hotels", answered(s.get))
 }
 
 // searchQuery is a validated GET /v1/hotels.
@@ -103,15 +103,15 @@ func (s *search) parse(q url.Values) (searchQuery, error) {
 	var sq searchQuery
 	for name, vals := range q {
 		if !slices.Contains(searchParams, name) {
-			return sq, wire.BadRequest("unknown query parameter %q: want %s", name, strings.Join(searchParams, ", "))
+			return sq, refusal.Invalid("unknown query parameter %q: want %s", name, strings.Join(searchParams, ", "))
 		}
 		if len(vals) != 1 {
-			return sq, wire.BadRequest("query parameter %q given %d times", name, len(vals))
+			return sq, refusal.Invalid("query parameter %q given %d times", name, len(vals))
 		}
 	}
 	sq.city = q.Get("city")
 	if !cityPattern.MatchString(sq.city) {
-		return sq, wire.BadRequest("city: 1-64 lowercase letters, digits or '-' (a slug such as lisbon)")
+		return sq, refusal.Invalid("city: 1-64 lowercase letters, digits or '-' (a slug such as lisbon)")
 	}
 	var ok1, ok2 bool
 	sq.checkIn, ok1 = parseDate(q.Get("checkIn"))
@@ -119,14 +119,14 @@ func (s *search) parse(q url.Values) (searchQuery, error) {
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	switch {
 	case !ok1 || !ok2:
-		return sq, wire.BadRequest("checkIn and checkOut are dates: YYYY-MM-DD")
+		return sq, refusal.Invalid("checkIn and checkOut are dates: YYYY-MM-DD")
 	case !sq.out.After(sq.checkIn):
-		return sq, wire.BadRequest("checkOut must be after checkIn")
+		return sq, refusal.Invalid("checkOut must be after checkIn")
 	case nightsBetween(sq.checkIn, sq.out) > s.cfg.MaxNightsPerStay:
-		return sq, wire.BadRequest("a stay is 1 to %d nights", s.cfg.MaxNightsPerStay)
+		return sq, refusal.Invalid("a stay is 1 to %d nights", s.cfg.MaxNightsPerStay)
 	// A day of slack: somewhere it is still yesterday.
 	case sq.checkIn.Before(today.AddDate(0, 0, -1)) || sq.checkIn.After(today.AddDate(0, 0, maxOpenNights)):
-		return sq, wire.BadRequest("checkIn must be between today and %d nights ahead", maxOpenNights)
+		return sq, refusal.Invalid("checkIn must be between today and %d nights ahead", maxOpenNights)
 	}
 	var err error
 	if sq.rooms, err = intParam(q, "rooms", 1, s.cfg.MaxRoomsPerHold); err != nil {
@@ -146,7 +146,7 @@ func intParam(q url.Values, name string, def, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > hi || strconv.Itoa(n) != v {
-		return 0, wire.BadRequest("%s: a whole number from 1 to %d", name, hi)
+		return 0, refusal.Invalid("%s: a whole number from 1 to %d", name, hi)
 	}
 	return n, nil
 }

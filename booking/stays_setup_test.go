@@ -10,8 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-
-	"github.com/presenced/presenced/web/wire"
 )
 
 // stayBundle is a bundle with the stays plane on it.
@@ -60,7 +58,7 @@ func (b *stayBundle) holdStay(t testing.TB, hotel, user, key string, req StayHol
 	res, err := b.stays.HoldStay(context.Background(), stayInput{User: user, Hotel: hotel, Key: key, Req: req,
 		Pass: b.desk.admit(hotel, user)})
 	if err != nil {
-		if e, ok := err.(*wire.Error); ok {
+		if e := answerOf(err); e != nil {
 			return e.Status, nil, err
 		}
 		return http.StatusInternalServerError, nil, err

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
-	"github.com/presenced/presenced/web/wire"
 )
 
 // A stay holds every night at prices frozen per night (the calendar where
@@ -46,7 +45,7 @@ func TestStayHoldFreezesNightlyPrices(t *testing.T) {
 	require.Equal(t, r.Stay, got.Stay)
 	require.Equal(t, r.Total, got.Total)
 	_, err = loadReservation(context.Background(), b.db, r.ID, b.uid("mallory"))
-	require.ErrorIs(t, err, errNoReservation, "owner only")
+	require.ErrorIs(t, err, ErrNoReservation, "owner only")
 
 	replay, err := b.stays.HoldStay(context.Background(), stayInput{User: b.uid("ana"), Hotel: hotel, Key: "k1", Req: req})
 	require.NoError(t, err)
@@ -57,7 +56,7 @@ func TestStayHoldFreezesNightlyPrices(t *testing.T) {
 	req.Guests = 2
 	status, _, err = b.holdStay(t, hotel, "ana", "k1", req)
 	require.Equal(t, http.StatusUnprocessableEntity, status, "%v", err)
-	require.Equal(t, "idempotency_key_reused", err.(*wire.Error).Code)
+	require.Equal(t, "idempotency_key_reused", answerOf(err).Code)
 
 	var events int
 	require.NoError(t, b.db.QueryRow(context.Background(),
@@ -81,7 +80,7 @@ func TestStayRefusals(t *testing.T) {
 		if err == nil {
 			return status, ""
 		}
-		return status, err.(*wire.Error).Code
+		return status, answerOf(err).Code
 	}
 	cases := []struct {
 		name   string
@@ -143,7 +142,7 @@ func TestStayBehindAWaitingRoom(t *testing.T) {
 	hotel, _ := b.hotel(t, "std:2x2@10000", func(s *HotelSpec) { s.WaitingRoom = true })
 	req := StayHoldRequest{RoomType: "std", CheckIn: night(3), CheckOut: night(4), Rooms: 1}
 	_, err := b.stays.HoldStay(context.Background(), stayInput{User: b.uid("cy"), Hotel: hotel, Key: "k", Req: req})
-	require.Equal(t, 403, err.(*wire.Error).Status, "no pass")
+	require.Equal(t, 403, answerOf(err).Status, "no pass")
 	status, r, err := b.holdStay(t, hotel, "cy", "k", req)
 	require.NoError(t, err)
 	require.Equal(t, 201, status)
@@ -251,6 +250,6 @@ func TestStayExpiryAndCancelGiveEveryNightBack(t *testing.T) {
 	require.NoError(t, err, "cancelling a cancelled stay answers its state")
 	require.Equal(t, StatusCancelled, again.Status)
 	_, err = b.stays.Cancel(context.Background(), r.ID, b.uid("dee"))
-	require.Equal(t, 409, err.(*wire.Error).Status, "an expired stay is not cancellable")
+	require.Equal(t, 409, answerOf(err).Status, "an expired stay is not cancellable")
 	b.requireInventoryAgrees(t, hotel)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/presenced/presenced/internal/outbox"
-	"github.com/presenced/presenced/web/wire"
+	"github.com/presenced/presenced/internal/refusal"
 )
 
 // pendingStay is a stay whose nights are locked and checked, ready to be
@@ -35,7 +35,7 @@ func freezeNights(p pendingStay) ([]Night, int64, error) {
 		}
 		var err error
 		if perRoom, err = addPrice(perRoom, price); err != nil {
-			return nil, 0, wire.Errorf(http.StatusUnprocessableEntity, "price_error", "the stay's total overflows")
+			return nil, 0, refusal.New(ErrPriceError, "the stay's total overflows")
 		}
 		out[i] = Night{Date: n.night.Format(dateLayout), BasePrice: p.roomType.basePrice, Price: price}
 	}
@@ -43,7 +43,7 @@ func freezeNights(p pendingStay) ([]Night, int64, error) {
 	for r := 0; r < p.cart.rooms; r++ {
 		var err error
 		if total, err = addPrice(total, perRoom); err != nil {
-			return nil, 0, wire.Errorf(http.StatusUnprocessableEntity, "price_error", "the stay's total overflows")
+			return nil, 0, refusal.New(ErrPriceError, "the stay's total overflows")
 		}
 	}
 	return out, total, nil

@@ -3,66 +3,69 @@ package booking
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web/wire"
 )
 
-// storeError maps PostgreSQL failures to a retryable 503 (lock and
-// statement timeouts, deadlocks, a server starting, stopping or out of
-// connections, lost connections) or, for constraint violations that mean
-// "taken", a 409. Anything else is a 500.
+// storeError maps PostgreSQL failures to booking's refusals: busy (lock
+// and statement timeouts, deadlocks, a server starting, stopping or out
+// of connections, lost connections: retry) or, for the constraint
+// violations that mean "taken", the refusal the constraint stands for.
+// Anything else is wrapped with what was being done (a 500).
 func storeError(what string, err error) error {
-	var apiErr *wire.Error
-	if errors.As(err, &apiErr) {
+	var known *refusal.Error
+	if errors.As(err, &known) {
 		return err
 	}
 	// Connection failures first (refused, reset, cut mid-query, timed
 	// out): a refused connection wraps the server's own PgError (57P03
 	// "the database system is starting up"), which is no bug of ours.
 	if store.Unavailable(err) {
-		return wire.Unavailable(wire.StoreRetryAfter, "the database is unavailable; retry")
+		return refusal.Busy(wire.StoreRetryAfter, "the database is unavailable; retry")
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		if retryableState(pgErr.Code) {
-			return wire.Unavailable(time.Second, "the database is busy; retry")
+			return refusal.Busy(time.Second, "the database is busy; retry")
 		}
-		switch pgErr.Code {
-		case "23505":
-			switch pgErr.ConstraintName {
-			case "one_live_owner_per_seat":
-				return wire.Errorf(http.StatusConflict, "seats_unavailable", "a seat of the cart was taken")
-			case "one_active_checkout":
-				return wire.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress for this event")
-			case "promotion_uses_pkey":
-				return wire.Errorf(http.StatusConflict, "promotion_already_used", "you already used this promotion code")
-			case "one_active_stay_checkout":
-				return wire.Errorf(http.StatusConflict, "pending_checkout", "you already have a checkout in progress at this hotel")
-			}
-		case "23514":
-			switch pgErr.ConstraintName {
-			case "room_nights_no_overbooking":
-				// The database refused an overbooking the code let through.
-				return wire.Errorf(http.StatusConflict, "rooms_unavailable", "not enough rooms free on every night")
-			case "seat_held_only_when_available":
-				// A seat read free was taken (or blocked) before the write.
-				if seat, err := strconv.ParseInt(pgErr.Detail, 10, 64); err == nil {
-					return seatsTaken([]int64{seat})
-				}
-				return wire.Errorf(http.StatusConflict, "seats_unavailable", "a seat of the cart was taken")
-			case "promotion_within_cap":
-				return wire.Errorf(http.StatusConflict, "promotion_exhausted", "this promotion has no uses left")
-			}
+		if r := constraintRefusal(pgErr); r != nil {
+			return r
 		}
-		return fmt.Errorf("%s: %w", what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// constraintRefusal is the refusal a violated constraint stands for (nil:
+// none).
+func constraintRefusal(pgErr *pgconn.PgError) error {
+	switch pgErr.Code + " " + pgErr.ConstraintName {
+	case "23505 one_live_owner_per_seat":
+		return ErrSeatsUnavailable
+	case "23505 one_active_checkout":
+		return &PendingCheckoutError{Where: forThisEvent}
+	case "23505 promotion_uses_pkey":
+		return ErrPromotionUsed
+	case "23505 one_active_stay_checkout":
+		return &PendingCheckoutError{Where: atThisHotel}
+	case "23514 room_nights_no_overbooking":
+		// The database refused an overbooking the code let through.
+		return ErrRoomsUnavailable
+	case "23514 seat_held_only_when_available":
+		// A seat read free was taken (or blocked) before the write.
+		if seat, err := strconv.ParseInt(pgErr.Detail, 10, 64); err == nil {
+			return seatsTaken([]int64{seat})
+		}
+		return ErrSeatsUnavailable
+	case "23514 promotion_within_cap":
+		return ErrPromotionExhausted
+	}
+	return nil
 }
 
 // retryableState tells whether a SQLSTATE of a server that answered

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/presenced/presenced/web/wire"
+	"github.com/presenced/presenced/internal/refusal"
 )
 
 // startingPostgres answers every connection as a PostgreSQL server that is
@@ -65,22 +65,23 @@ func TestStoreErrorRestartingDatabaseIs503(t *testing.T) {
 	require.True(t, errors.As(err, &pgErr), "the refusal carries the server's error: %v", err)
 	require.Equal(t, "57P03", pgErr.Code)
 
-	var apiErr *wire.Error
-	require.True(t, errors.As(storeError("begin hold", err), &apiErr), "mapped to an API error, not a 500: %v", err)
-	require.Equal(t, http.StatusServiceUnavailable, apiErr.Status)
-	require.Positive(t, apiErr.RetryAfter)
+	mapped := storeError("begin hold", err)
+	require.ErrorIs(t, mapped, refusal.ErrBusy, "a refusal to retry, not a 500: %v", err)
+	require.Positive(t, refusal.RetryAfter(mapped))
+	require.Equal(t, http.StatusServiceUnavailable, answerOf(mapped).Status)
 }
 
 func TestStoreErrorRetryableStates(t *testing.T) {
 	t.Parallel()
 	for _, code := range []string{"57P01", "57P02", "57P03", "08006", "08001", "53300", "53200", "55P03", "57014", "40001", "40P01"} {
-		var apiErr *wire.Error
 		err := storeError("x", &pgconn.PgError{Code: code})
-		require.Truef(t, errors.As(err, &apiErr), "%s: %v", code, err)
-		require.Equalf(t, http.StatusServiceUnavailable, apiErr.Status, "%s", code)
+		require.ErrorIsf(t, err, refusal.ErrBusy, "%s: %v", code, err)
+		require.Equalf(t, http.StatusServiceUnavailable, answerOf(err).Status, "%s", code)
 	}
 	for _, code := range []string{"22P02", "42601", "23503"} {
-		var apiErr *wire.Error
-		require.Falsef(t, errors.As(storeError("x", &pgconn.PgError{Code: code}), &apiErr), "%s is a bug, not a retry", code)
+		var r *refusal.Error
+		err := storeError("x", &pgconn.PgError{Code: code})
+		require.Falsef(t, errors.As(err, &r), "%s is a bug, not a retry", code)
+		require.Nilf(t, answerOf(err), "%s is answered 500", code)
 	}
 }

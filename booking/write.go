@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/presenced/presenced/internal/outbox"
-	"github.com/presenced/presenced/web/wire"
+	"github.com/presenced/presenced/internal/refusal"
 )
 
 // fingerprint identifies a hold request for the idempotency check: the same
@@ -99,10 +99,10 @@ func freeze(ev eventRow, seats []seatRow, occ []occupancy, promo *promotionRow) 
 	for i, s := range seats {
 		q, err := priceSeat(s.basePrice, surge[s.section], discountBps)
 		if err != nil {
-			return nil, 0, wire.Errorf(http.StatusUnprocessableEntity, "price_error", "the price of seat %d cannot be computed", s.id)
+			return nil, 0, refusal.New(ErrPriceError, "the price of seat %d cannot be computed", s.id)
 		}
 		if total, err = addPrice(total, q.Price); err != nil {
-			return nil, 0, wire.Errorf(http.StatusUnprocessableEntity, "price_error", "the cart total overflows")
+			return nil, 0, refusal.New(ErrPriceError, "the cart total overflows")
 		}
 		items[i] = Item{Seat: s.id, Section: s.section, Row: s.row, Number: s.num, BasePrice: s.basePrice,
 			SurgeBps: surge[s.section], Discount: q.Discount, Price: q.Price, Status: SeatHeld}
@@ -246,10 +246,6 @@ func inventoryPayload(event, section string) (string, error) {
 	return string(body), nil
 }
 
-// errKeyTaken says that an identical retry committed the key first: the
-// caller answers it the stored response.
-var errKeyTaken = errors.New("idempotency key taken by a concurrent request")
-
 // writeError maps a failed write: the key taken by a concurrent retry, or
 // what storeError says.
 func writeError(err error) error {
@@ -306,7 +302,7 @@ func (h *holdsPlane) writeReclaiming(ctx context.Context, p *pendingHold) ([]*re
 	var ended []*released
 	for _, id := range p.reclaim {
 		r, err := endReservation(ctx, tx, id, StatusExpired, true, "")
-		if errors.Is(err, errNotPending) {
+		if errors.Is(err, ErrNotPending) {
 			continue // someone else ended it first
 		}
 		if err != nil {

@@ -3,7 +3,6 @@ package booking
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -16,7 +15,7 @@ import (
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/batch"
-	"github.com/presenced/presenced/web/wire"
+	"github.com/presenced/presenced/internal/refusal"
 )
 
 // heldWrites runs holds at once, each in its own goroutine, and collects
@@ -47,8 +46,7 @@ func (hw *heldWrites) start(name, event, user, key string, seats []int64) {
 		defer hw.wg.Done()
 		res, err := hw.b.holds.Hold(context.Background(), holdInput{User: user, Event: event, Pass: pass, Key: key, Seats: seats})
 		a := holdAnswer{status: res.Status, result: res, err: err}
-		var e *wire.Error
-		if errors.As(err, &e) {
+		if e := answerOf(err); e != nil {
 			a.status = e.Status
 		}
 		hw.mu.Lock()
@@ -239,9 +237,7 @@ func TestAHoldWhoseRequestEndsWhileQueuedIsNotWritten(t *testing.T) {
 			queued(2)
 			cancel()
 			err := <-gaveUp
-			var apiErr *wire.Error
-			require.ErrorAs(t, err, &apiErr, "%v", err)
-			require.Equal(t, http.StatusServiceUnavailable, apiErr.Status, "%v", err)
+			require.ErrorIs(t, err, refusal.ErrBusy, "%v", err)
 			queued(1)
 			release()
 			answers := hw.wait()

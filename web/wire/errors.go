@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/store"
 )
 
@@ -50,12 +50,7 @@ func Unavailable(after time.Duration, format string, args ...any) *Error {
 const StoreRetryAfter = time.Second
 
 // Jitter returns a duration uniformly within [d/2, 3d/2).
-func Jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d/2 + time.Duration(rand.Int64N(int64(d)))
-}
+func Jitter(d time.Duration) time.Duration { return refusal.Jitter(d) }
 
 // codeForStatus names the errors echo itself raises (404, 405, 413, ...).
 var codeForStatus = map[int]string{
