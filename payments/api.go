@@ -69,12 +69,6 @@ type Line struct {
 	Label string
 }
 
-// Errors of the Booking port.
-var (
-	ErrNoReservation = errors.New("no such reservation")
-	ErrNotPending    = errors.New("reservation is not pending")
-)
-
 // Outbox event kinds payments writes.
 const (
 	// KindPaymentInitialized: a payment row exists; its intent may not yet.

@@ -71,9 +71,6 @@ func boolGauge(b bool) float64 {
 	return 0
 }
 
-// errAllProvidersDown: every provider's breaker is open.
-var errAllProvidersDown = errors.New("every payment provider is failing")
-
 // pick names the provider for a new intent.
 func (r *router) pick() (string, error) {
 	for _, name := range r.order {

@@ -6,22 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/internal/outbox"
-	"github.com/presenced/presenced/internal/validate"
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/payments/ticketcode"
-	"github.com/presenced/presenced/web/wire"
 )
 
 // apiPlane serves payment starts and tickets on the main pool.
@@ -33,12 +28,6 @@ type apiPlane struct {
 	sealer  *ticketcode.Sealer
 	m       *metrics
 	log     *slog.Logger
-}
-
-func (a *apiPlane) routes(g *echo.Group, users echo.MiddlewareFunc) {
-	g.POST("/v1/reservations/:id/payments", a.postPayment, users)
-	g.GET("/v1/tickets", a.listTickets, users)
-	g.GET("/v1/tickets/:id/qr", a.ticketQR, users)
 }
 
 // retryAfter is the base of the jittered Retry-After of a start that could
@@ -66,38 +55,6 @@ func scanPayment(row pgx.Row) (payment, error) {
 	return p, err
 }
 
-func (a *apiPlane) postPayment(c echo.Context) error {
-	status := http.StatusInternalServerError
-	defer func() { a.m.starts.WithLabelValues(fmt.Sprint(status)).Inc() }()
-	id, err := uuidParam(c.Param("id"), "not_found", "no such reservation")
-	if err != nil {
-		status = http.StatusNotFound
-		return err
-	}
-	key, err := idempotencyKey(c.Request().Header.Get(HeaderIdempotencyKey))
-	if err != nil {
-		status = http.StatusBadRequest
-		return err
-	}
-	if err := emptyBody(c); err != nil {
-		status = http.StatusBadRequest
-		return err
-	}
-	body, replayed, err := a.start(c.Request().Context(), auth.UserID(c), id, key)
-	if err != nil {
-		var apiErr *wire.Error
-		if errors.As(err, &apiErr) {
-			status = apiErr.Status
-		}
-		return err
-	}
-	status = http.StatusCreated
-	if replayed {
-		c.Response().Header().Set("Idempotent-Replayed", "true")
-	}
-	return c.JSONBlob(http.StatusCreated, body)
-}
-
 // start runs a payment start: find the payment of this key (or of this
 // reservation), or create one in a first transaction; then get its intent
 // outside any transaction, and save it in a second. It answers the stored
@@ -110,8 +67,7 @@ func (a *apiPlane) start(ctx context.Context, user, reservation, key string) ([]
 		}
 		if found {
 			if p.Reservation != reservation {
-				return nil, false, wire.Errorf(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused,
-					"this Idempotency-Key was used for another reservation")
+				return nil, false, ErrKeyReused
 			}
 			if p.Status != StatusInitializing {
 				return p.Response, true, nil
@@ -160,7 +116,7 @@ func (a *apiPlane) create(ctx context.Context, user, reservation, key string) (p
 	}
 	co, err := a.booking.LockCheckout(ctx, tx, reservation)
 	if errors.Is(err, ErrNoReservation) || (err == nil && co.User != user) {
-		return payment{}, wire.Errorf(http.StatusNotFound, "not_found", "no such reservation")
+		return payment{}, ErrNoReservation
 	}
 	if err != nil {
 		return payment{}, unavailable("lock reservation", err)
@@ -169,7 +125,7 @@ func (a *apiPlane) create(ctx context.Context, user, reservation, key string) (p
 		WHERE reservation_id = $1 AND status IN ('INITIALIZING', 'PENDING', 'SUCCEEDED')`, reservation))
 	switch {
 	case err == nil && live.Status == StatusSucceeded:
-		return payment{}, wire.Errorf(http.StatusConflict, CodeReservationPaid, "the reservation is already paid")
+		return payment{}, ErrReservationPaid
 	case err == nil:
 		return live, nil // started under another key: the same intent
 	case !errors.Is(err, pgx.ErrNoRows):
@@ -186,7 +142,7 @@ func (a *apiPlane) create(ctx context.Context, user, reservation, key string) (p
 		verdict = a.fraud.Check(ctx, FraudInput{User: user, Event: co.Event, Amount: co.Total, Currency: co.Currency})
 	}
 	if verdict == VerdictBlock {
-		return payment{}, wire.Errorf(http.StatusPaymentRequired, CodeFraudDeclined, "the payment was declined")
+		return payment{}, ErrFraudDeclined
 	}
 	provider, err := a.router.pick()
 	if errors.Is(err, errAllProvidersDown) {
@@ -218,11 +174,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, 'INITIALIZING', $8)`,
 func payable(co Checkout) error {
 	switch {
 	case co.State == CheckoutPaid:
-		return wire.Errorf(http.StatusConflict, CodeReservationPaid, "the reservation is already paid")
+		return ErrReservationPaid
 	case co.State == CheckoutCancelled:
-		return wire.Errorf(http.StatusConflict, CodeReservationCancelled, "the reservation was cancelled")
+		return ErrReservationCancelled
 	case co.State == CheckoutExpired || co.Due:
-		return wire.Errorf(http.StatusConflict, CodeReservationExpired, "the hold expired; hold the seats again")
+		return ErrReservationExpired
 	}
 	return nil
 }
@@ -241,10 +197,8 @@ func (a *apiPlane) releaseEarly(ctx context.Context, tx pgx.Tx, reservation stri
 	after(ctx)
 	a.m.releasedEarly.Inc()
 	a.log.Warn("every payment provider is failing: released a hold early")
-	e := wire.Errorf(http.StatusServiceUnavailable, CodeProvidersUnavailable,
-		"payments are unavailable; the seats were released, hold them again later")
-	e.RetryAfter = wire.Jitter(30 * time.Second)
-	return e
+	return &refusal.Error{Kind: ErrProvidersUnavailable, Msg: ErrProvidersUnavailable.Error(),
+		RetryAfter: refusal.Jitter(30 * time.Second)}
 }
 
 // finish gets the intent of an INITIALIZING payment (the same one however
@@ -256,11 +210,11 @@ func (a *apiPlane) finish(ctx context.Context, p payment) ([]byte, error) {
 	case err == nil:
 		return body, nil
 	case errors.Is(err, errProviderRefused):
-		return nil, wire.Errorf(http.StatusBadGateway, CodeProviderRefused, "the payment provider refused the payment")
+		return nil, fmt.Errorf("create payment intent: %w", err)
 	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests),
 		errors.Is(err, errProviderTimeout):
 		a.log.Warn("payment provider did not answer; the retry or the recovery worker finishes it", "err", err)
-		return nil, wire.Unavailable(retryAfter, "the payment provider did not answer; retry with the same Idempotency-Key")
+		return nil, refusal.Busy(retryAfter, "the payment provider did not answer; retry with the same Idempotency-Key")
 	}
 	a.log.Warn("create payment intent", "provider", p.Provider, "err", err)
 	return nil, unavailable("create payment intent", err)
@@ -301,45 +255,9 @@ WHERE id = $1 AND status = 'INITIALIZING' RETURNING response`, p.ID, in.Ref, in.
 	return stored, nil
 }
 
-// unavailable wraps a store failure as a retryable 503, logged by the
-// error handler's caller through the message.
+// unavailable wraps a store failure as a refusal to retry (busy), logged
+// by the error handler's caller through the message.
 func unavailable(what string, err error) error {
-	e := wire.Unavailable(retryAfter, "%s: the store is unavailable, retry", what)
+	e := refusal.Busy(retryAfter, "%s: the store is unavailable, retry", what)
 	return fmt.Errorf("%s: %w: %w", what, err, e)
-}
-
-// idempotencyKey validates the header by the one rule every module uses
-// (validate.Token).
-func idempotencyKey(k string) (string, error) {
-	if k == "" {
-		return "", wire.Errorf(http.StatusBadRequest, CodeIdempotencyRequired, "the Idempotency-Key header is required")
-	}
-	if err := validate.Token("Idempotency-Key", k, validate.MaxIdempotencyKeyBytes); err != nil {
-		return "", wire.Errorf(http.StatusBadRequest, CodeBadIdempotencyKey, "%v", err)
-	}
-	return k, nil
-}
-
-// uuidParam reads an id path parameter in the canonical UUID form only; an
-// id in any other shape names nothing here (404 code).
-func uuidParam(s, code, msg string) (string, error) {
-	u, err := validate.UUID("id", s)
-	if err != nil {
-		return "", wire.Errorf(http.StatusNotFound, code, "%s", msg)
-	}
-	return u, nil
-}
-
-// emptyBody accepts no body or an empty JSON object: a start takes nothing
-// but the reservation and the key.
-func emptyBody(c echo.Context) error {
-	raw, err := wire.ReadBody(c, 4096)
-	if err != nil {
-		return err
-	}
-	s := strings.TrimSpace(string(raw))
-	if s == "" || s == "{}" {
-		return nil
-	}
-	return wire.BadRequest("a payment start takes no body (or {})")
 }

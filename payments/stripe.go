@@ -123,7 +123,3 @@ func stripeError(what string, err error) error {
 	}
 	return fmt.Errorf("stripe %s: %w", what, err)
 }
-
-// errProviderRefused is a provider's definite "no" (a 4xx): retrying the
-// same request cannot help, and it says nothing about the provider's health.
-var errProviderRefused = errors.New("payment provider refused the request")

@@ -3,20 +3,15 @@ package payments
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/outbox"
-	"github.com/presenced/presenced/web/wire"
 )
 
 // webhooks receives provider events: the only path on which money moves.
@@ -28,52 +23,6 @@ type webhooks struct {
 	m         *metrics
 	log       *slog.Logger
 }
-
-// errNotReady: the payment exists but its intent reference is not saved
-// yet; the provider must retry (503).
-var errNotReady = errors.New("payment reference not saved yet")
-
-func (w *webhooks) post(c echo.Context) error {
-	name := c.Param("provider")
-	p, ok := w.providers[name]
-	if !ok {
-		return wire.Errorf(http.StatusNotFound, CodeUnknownProvider, "no such payment provider")
-	}
-	body, err := wire.ReadBody(c, w.cfg.WebhookBodyLimit)
-	if err != nil {
-		return err
-	}
-	ev, err := p.ParseWebhook(body, c.Request().Header, time.Now())
-	switch {
-	case errors.Is(err, ErrBadSignature):
-		w.m.webhooks.WithLabelValues(name, "bad_signature").Inc()
-		return wire.Errorf(http.StatusUnauthorized, CodeBadSignature, "the signature or its timestamp does not verify")
-	case err != nil:
-		w.m.webhooks.WithLabelValues(name, "malformed").Inc()
-		return wire.BadRequest("not a provider event: %v", err)
-	}
-	fp := sha256.Sum256(body)
-	outcome, err := w.apply(c.Request().Context(), name, ev, fp[:])
-	switch {
-	case errors.Is(err, errWebhookConflict):
-		w.m.webhooks.WithLabelValues(name, "conflict").Inc()
-		w.log.Error("webhook event id reused with other content", "provider", name, "event", ev.ID)
-		return wire.Errorf(http.StatusConflict, CodeWebhookConflict, "this event id was received with other content")
-	case errors.Is(err, errNotReady):
-		w.m.webhooks.WithLabelValues(name, "not_ready").Inc()
-		e := wire.Errorf(http.StatusServiceUnavailable, CodePaymentNotReady, "the payment is not ready for this event; retry")
-		e.RetryAfter = wire.Jitter(5 * time.Second)
-		return e
-	case err != nil:
-		w.m.webhooks.WithLabelValues(name, "error").Inc()
-		w.log.Error("webhook", "provider", name, "event", ev.ID, "err", err)
-		return wire.Unavailable(5*time.Second, "the webhook could not be applied; retry")
-	}
-	w.m.webhooks.WithLabelValues(name, outcome).Inc()
-	return c.JSON(http.StatusOK, WebhookAnswer{Outcome: outcome})
-}
-
-var errWebhookConflict = errors.New("webhook event id reused with other content")
 
 // apply records and acts on one verified event in one transaction: the
 // dedupe row, then (for a success) the reservation row locked, then the

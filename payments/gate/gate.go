@@ -17,16 +17,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
-	"github.com/labstack/echo/v4"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/payments/ticketcode"
-	"github.com/presenced/presenced/web/wire"
 )
 
 // Gate is one gate process's handle on the shared ledger.
@@ -133,24 +131,25 @@ func (g *Gate) Load(ctx context.Context, m ticketcode.Manifest) (int, error) {
 	return n, err
 }
 
-// Scan admits the holder of payload once: 200, 409 already used, 422
-// invalid or expired code, 503 when the ledger cannot be written.
+// Scan admits the holder of payload once. It refuses with ErrAlreadyUsed,
+// ErrInvalidCode (invalid or expired code) and ErrLedgerUnavailable (the
+// ledger cannot be written).
 func (g *Gate) Scan(ctx context.Context, payload string) (ScanAnswer, error) {
 	id, window, sig, err := ticketcode.ParsePayload(strings.TrimSpace(payload))
 	if err != nil {
-		return ScanAnswer{}, wire.Errorf(http.StatusUnprocessableEntity, CodeInvalidCode, "not a ticket code")
+		return ScanAnswer{}, refusal.New(ErrInvalidCode, "not a ticket code")
 	}
 	var secret []byte
 	var label string
 	err = g.db.QueryRowContext(ctx, `SELECT secret, label FROM tickets WHERE id = ?`, id).Scan(&secret, &label)
 	if errors.Is(err, sql.ErrNoRows) {
-		return ScanAnswer{}, wire.Errorf(http.StatusUnprocessableEntity, CodeInvalidCode, "not a ticket of this venue")
+		return ScanAnswer{}, refusal.New(ErrInvalidCode, "not a ticket of this venue")
 	}
 	if err != nil {
 		return ScanAnswer{}, g.closed(err)
 	}
 	if err := ticketcode.Verify(secret, id, window, sig, g.now()); err != nil {
-		return ScanAnswer{}, wire.Errorf(http.StatusUnprocessableEntity, CodeInvalidCode, "invalid or expired code: %v", err)
+		return ScanAnswer{}, refusal.New(ErrInvalidCode, "invalid or expired code: %v", err)
 	}
 	// The arbiter: the entries primary key admits each ticket once,
 	// whichever gate and process writes first.
@@ -158,7 +157,7 @@ func (g *Gate) Scan(ctx context.Context, payload string) (ScanAnswer, error) {
 		id, g.name, g.now().UTC().Format(time.RFC3339Nano))
 	var se *sqlite.Error
 	if errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE) {
-		return ScanAnswer{}, wire.Errorf(http.StatusConflict, CodeAlreadyUsed, "this ticket was already used")
+		return ScanAnswer{}, ErrAlreadyUsed
 	}
 	if err != nil {
 		return ScanAnswer{}, g.closed(err)
@@ -169,26 +168,5 @@ func (g *Gate) Scan(ctx context.Context, payload string) (ScanAnswer, error) {
 // closed fails a scan closed: nobody enters on a ledger we cannot write.
 func (g *Gate) closed(err error) error {
 	g.log.Error("gate ledger unavailable: refusing entry", "err", err)
-	e := wire.Errorf(http.StatusServiceUnavailable, "ledger_unavailable", "the entry ledger cannot be written; entry refused")
-	e.RetryAfter = time.Second
-	return e
-}
-
-// Routes mounts POST /v1/gate/scan and GET /healthz.
-func (g *Gate) Routes(e *echo.Echo) {
-	e.POST("/v1/gate/scan", g.postScan)
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-}
-
-func (g *Gate) postScan(c echo.Context) error {
-	var req ScanRequest
-	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, 1024)
-	if err := wire.DecodeBody(c, &req); err != nil || req.Payload == "" {
-		return wire.BadRequest(`want {"payload":"<ticket code>"}`)
-	}
-	ans, err := g.Scan(c.Request().Context(), req.Payload)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, ans)
+	return &refusal.Error{Kind: ErrLedgerUnavailable, Msg: ErrLedgerUnavailable.Error(), RetryAfter: time.Second}
 }
