@@ -22,7 +22,7 @@ func BenchmarkHeartbeatHandler(b *testing.B) {
 	e := newEnv(b, envOpts{cfg: func(v *cfgViewers) { v.MaxPending = 1 << 26 }})
 	ec := echo.New()
 	ec.HTTPErrorHandler = wire.ErrorHandler(e.mod.log)
-	ec.POST("/v1/viewers/:hotel/heartbeat", e.mod.heartbeat)
+	ec.POST("/v1/viewers/:hotel/heartbeat", answered(e.mod.heartbeat))
 	const sessions = 20_000
 	cookies := make([]string, sessions)
 	for i := range cookies {
@@ -68,7 +68,7 @@ func BenchmarkHeartbeatNewSession(b *testing.B) {
 	e := newEnv(b, envOpts{cfg: func(v *cfgViewers) { v.MaxPending = 1 << 26 }})
 	ec := echo.New()
 	ec.HTTPErrorHandler = wire.ErrorHandler(e.mod.log)
-	ec.POST("/v1/viewers/:hotel/heartbeat", e.mod.heartbeat)
+	ec.POST("/v1/viewers/:hotel/heartbeat", answered(e.mod.heartbeat))
 	var next atomic.Int64
 	var bad atomic.Int64
 	b.ReportAllocs()

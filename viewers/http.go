@@ -170,3 +170,19 @@ func (mod *Module) bundle(c echo.Context) error {
 		HLL: base64.StdEncoding.EncodeToString(blob),
 	})
 }
+
+// codeHotelNotFound is the error code of ErrHotelNotFound, in a response
+// and in a socket's error frame.
+const codeHotelNotFound = "hotel_not_found"
+
+// answered is a viewers handler whose refusals are answered as refusals
+// maps them (a refusal's own message, when it has one, is the one sent).
+func answered(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error { return wire.Refused(next(c), refusals) }
+}
+
+// refusals are the HTTP answers to the viewers' refusal kinds (invalid
+// input 400 and busy 503 are wire's shared ones).
+var refusals = []wire.Refusal{
+	{Kind: ErrHotelNotFound, Status: http.StatusNotFound, Code: codeHotelNotFound},
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/presenced/presenced/internal/hub"
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/web/socket"
 	"github.com/presenced/presenced/web/wire"
 )
@@ -42,7 +42,7 @@ func (mod *Module) stream(c echo.Context) error {
 	err := mod.feeds.join(ctx, hotel, mem)
 	cancel()
 	if err != nil {
-		return wire.Unavailable(time.Second, "live counts are not available right now")
+		return refusal.Busy(time.Second, "live counts are not available right now")
 	}
 	defer mod.feeds.leave(hotel, mem)
 	st, err := mod.sock.OpenSSE(c, "viewers")
@@ -142,15 +142,11 @@ func (mod *Module) handleFrame(ctx context.Context, cl *wsClient, env wire.Envel
 	if env.Event == "count:subscribe" {
 		for _, h := range hotels {
 			if err := mod.checkHotel(h); err != nil {
-				code, msg := wire.CodeUnavailable, err.Error()
-				var e *wire.Error
-				if errors.As(err, &e) {
-					msg = e.Message
-					if e.Status == http.StatusNotFound {
-						code = e.Code
-					}
+				code := wire.CodeUnavailable
+				if errors.Is(err, ErrHotelNotFound) {
+					code = codeHotelNotFound
 				}
-				return &wire.ProtocolError{Code: code, Message: env.Event + ": " + h + ": " + msg}
+				return &wire.ProtocolError{Code: code, Message: env.Event + ": " + h + ": " + err.Error()}
 			}
 		}
 	}

@@ -28,9 +28,9 @@ import (
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/keyring"
 	"github.com/presenced/presenced/internal/module"
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/web/socket"
-	"github.com/presenced/presenced/web/wire"
 )
 
 // Deps are what the module is built from. It holds no store: each part
@@ -196,11 +196,12 @@ func (mod *Module) StartReader(ctx context.Context, h module.Host) error {
 	return nil
 }
 
-// checkHotel refuses ids that are not hotels: 400 when malformed, 404 when
-// no such hotel exists (503 while the registry has not loaded once).
+// checkHotel refuses ids that are not hotels: invalid when malformed,
+// ErrHotelNotFound when no such hotel exists (busy while the registry has
+// not loaded once).
 func (mod *Module) checkHotel(hotel string) error {
 	if !validHotel(hotel) {
-		return wire.BadRequest(badHotel)
+		return refusal.Invalid(badHotel)
 	}
 	return mod.knownHotel(hotel)
 }
@@ -256,7 +257,7 @@ func (mod *Module) StartHeartbeat(ctx context.Context, h module.Host) error {
 	h.Go("viewers.flush", mod.writer.run)
 	h.Go("viewers.stream", mod.recorder.run)
 	h.Go("viewers.rates", mod.reportRates)
-	h.Routes().POST("/v1/viewers/:hotel/heartbeat", mod.heartbeat)
+	h.Routes().POST("/v1/viewers/:hotel/heartbeat", answered(mod.heartbeat))
 	return nil
 }
 
@@ -267,9 +268,9 @@ func (mod *Module) StartCount(ctx context.Context, h module.Host) error {
 		return err
 	}
 	g := h.Routes()
-	g.GET("/v1/viewers/:hotel/count", mod.count)
-	g.HEAD("/v1/viewers/:hotel/count", mod.count)
-	g.GET("/v1/viewers/:hotel/bundle", mod.bundle, h.RequireAPIKey())
+	g.GET("/v1/viewers/:hotel/count", answered(mod.count))
+	g.HEAD("/v1/viewers/:hotel/count", answered(mod.count))
+	g.GET("/v1/viewers/:hotel/bundle", answered(mod.bundle), h.RequireAPIKey())
 	h.Go("viewers.publisher", mod.feeds.publishLoop)
 	return nil
 }
@@ -282,8 +283,8 @@ func (mod *Module) StartPush(ctx context.Context, h module.Host) error {
 	mod.sock = h.Sockets()
 	mod.sock.Declare("viewers")
 	g := h.Routes()
-	g.GET("/v1/viewers/:hotel/stream", mod.stream)
-	g.GET("/v1/viewers/ws", mod.websocket)
+	g.GET("/v1/viewers/:hotel/stream", answered(mod.stream))
+	g.GET("/v1/viewers/ws", answered(mod.websocket))
 	return nil
 }
 

@@ -4,11 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"net/http"
 	"sync/atomic"
 	"time"
 
-	"github.com/presenced/presenced/web/wire"
+	"github.com/presenced/presenced/internal/refusal"
 )
 
 // registry is this process's set of the hotels that exist, learned from
@@ -38,17 +37,17 @@ func newRegistry(src Hotels, every time.Duration, m *metrics, log *slog.Logger) 
 	return r
 }
 
-// check refuses a hotel that does not exist: 404, or 503 while the
-// registry has not loaded once (it cannot tell yet).
+// check refuses a hotel that does not exist (ErrHotelNotFound), or says
+// busy while the registry has not loaded once (it cannot tell yet).
 func (r *registry) check(hotel string) error {
 	if _, ok := (*r.known.Load())[hotel]; ok {
 		return nil
 	}
 	if !r.loaded.Load() {
-		return wire.Unavailable(time.Second, "the hotel registry is loading")
+		return refusal.Busy(time.Second, "the hotel registry is loading")
 	}
 	r.m.unknownHotel.Inc()
-	return wire.Errorf(http.StatusNotFound, "hotel_not_found", "no such hotel")
+	return ErrHotelNotFound
 }
 
 // refresh adds the hotels registered since the last refresh.
