@@ -42,9 +42,6 @@ var (
 	statsScript     = store.NewScript("waitingroom_stats", entryLua+statsLua)
 )
 
-// errNoRoom: the event has no waiting room (none was configured).
-var errNoRoom = errors.New("waitingroom: no waiting room for this event")
-
 // eventKeys are the Redis keys of one event's waiting room. They share the
 // event's hash tag, so every script runs on one Cluster slot.
 type eventKeys struct {

@@ -35,13 +35,6 @@ func (l *lineStore) PutSettings(ctx context.Context, event string, s Settings) e
 	return l.register(ctx, event)
 }
 
-// invalidSettingsError is a change refused by validation; nothing was
-// stored.
-type invalidSettingsError struct{ Err error }
-
-func (e *invalidSettingsError) Error() string { return e.Err.Error() }
-func (e *invalidSettingsError) Unwrap() error { return e.Err }
-
 // UpdateSettings applies change to event's settings (to defaults when the
 // room does not exist yet) under optimistic locking, so two operators
 // changing different fields at once both keep their change. It answers the
