@@ -39,14 +39,6 @@ var (
 	subsScript      = store.NewScript("presence_subs", subsApplyLua+subsLua)
 )
 
-// Errors of session operations.
-var (
-	// errNoSession: the session is gone (expired or disconnected); only a new
-	// connection brings the user back.
-	errNoSession       = errors.New("presence: session ended")
-	errTooManySessions = errors.New("presence: too many sessions")
-)
-
 // stateStore is the Redis side of the module: sessions, statuses,
 // subscriptions and the lifecycle indexes.
 type stateStore struct {

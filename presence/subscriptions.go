@@ -17,14 +17,6 @@ const (
 	subRemove
 )
 
-// limitError is a subscription change refused by a limit.
-type limitError struct {
-	msg   string
-	users []string
-}
-
-func (e *limitError) Error() string { return e.msg }
-
 // subChange is the effect of one subscription command.
 type subChange struct {
 	Added   []string
