@@ -223,3 +223,31 @@ func (m *Module) Lines(ctx context.Context, tx pgx.Tx, id string) ([]Line, error
 func (m *Module) DoubleOwnedSeats(ctx context.Context, tx pgx.Tx) (int, error) {
 	return doubleOwnedSeats(ctx, tx)
 }
+
+// ParseSections reads "A:20x30@4500,B:40x50@3000": section id, rows ×
+// seats per row, base price in minor units.
+func ParseSections(s string) ([]SectionSpec, error) {
+	grids, err := parseGrids(s, "section", "ID:ROWSxSEATS@PRICE, e.g. A:20x30@4500", "no sections")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SectionSpec, len(grids))
+	for i, g := range grids {
+		out[i] = SectionSpec{ID: g.id, Rows: g.a, SeatsPerRow: g.b, BasePrice: g.price}
+	}
+	return out, nil
+}
+
+// ParseRoomTypes reads "std:30x2@9000,suite:5x4@25000": room type id,
+// rooms × guests per room, base price per night in minor units.
+func ParseRoomTypes(s string) ([]RoomTypeSpec, error) {
+	grids, err := parseGrids(s, "room type", "ID:ROOMSxGUESTS@PRICE, e.g. std:30x2@9000", "no room types")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RoomTypeSpec, len(grids))
+	for i, g := range grids {
+		out[i] = RoomTypeSpec{ID: g.id, Rooms: g.a, Capacity: g.b, BasePrice: g.price}
+	}
+	return out, nil
+}

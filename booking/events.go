@@ -7,118 +7,16 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/presenced/presenced/internal/refusal"
-	"github.com/presenced/presenced/internal/validate"
 )
 
 // maxSeatsPerEvent bounds one venue.
 const maxSeatsPerEvent = 200_000
-
-// EventSpec describes an event to create: its sale window and its venue.
-type EventSpec struct {
-	ID           string        `json:"id"`
-	Name         string        `json:"name"`
-	Currency     string        `json:"currency"`
-	StartsAt     time.Time     `json:"startsAt"`
-	SaleOpensAt  time.Time     `json:"saleOpensAt"`
-	SaleClosesAt *time.Time    `json:"saleClosesAt,omitempty"`
-	HoldMinutes  int           `json:"holdMinutes"`
-	Sections     []SectionSpec `json:"sections"`
-}
-
-// SectionSpec is a block of rows × seats at one base price (minor units).
-type SectionSpec struct {
-	ID          string `json:"id"`
-	Name        string `json:"name"`
-	Rows        int    `json:"rows"`
-	SeatsPerRow int    `json:"seatsPerRow"`
-	BasePrice   int64  `json:"basePrice"`
-}
-
-// Validate checks a spec, filling defaults (hold minutes, names).
-func (s *EventSpec) Validate() error {
-	var errs []string
-	if !validEventID(s.ID) {
-		errs = append(errs, "id: 1-64 letters, digits, '.', '_' or '-'")
-	}
-	if err := validate.Text("name", s.Name, validate.MaxNameBytes); err != nil {
-		errs = append(errs, err.Error())
-	}
-	if s.Name == "" {
-		s.Name = s.ID
-	}
-	s.Currency = strings.ToUpper(s.Currency)
-	if len(s.Currency) != 3 || strings.Trim(s.Currency, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
-		errs = append(errs, "currency: an ISO 4217 code such as EUR")
-	}
-	if s.StartsAt.IsZero() {
-		errs = append(errs, "startsAt is required")
-	}
-	if s.SaleOpensAt.IsZero() {
-		s.SaleOpensAt = time.Now().UTC().Truncate(time.Second)
-	}
-	if s.SaleClosesAt != nil && !s.SaleClosesAt.After(s.SaleOpensAt) {
-		errs = append(errs, "saleClosesAt must be after saleOpensAt")
-	}
-	if s.HoldMinutes == 0 {
-		s.HoldMinutes = 10
-	}
-	if s.HoldMinutes < 1 || s.HoldMinutes > 60 {
-		errs = append(errs, "holdMinutes: 1 to 60")
-	}
-	if len(s.Sections) == 0 {
-		errs = append(errs, "at least one section")
-	}
-	seen := map[string]bool{}
-	total := 0
-	for i := range s.Sections {
-		sec := &s.Sections[i]
-		if !sectionIDPattern.Valid(sec.ID) || seen[sec.ID] {
-			errs = append(errs, fmt.Sprintf("section %q: ids are 1-16 letters, digits, '_' or '-', unique", sec.ID))
-		}
-		seen[sec.ID] = true
-		if err := validate.Text("section "+sec.ID+" name", sec.Name, validate.MaxNameBytes); err != nil {
-			errs = append(errs, err.Error())
-		}
-		if sec.Name == "" {
-			sec.Name = "Section " + sec.ID
-		}
-		if sec.Rows < 1 || sec.SeatsPerRow < 1 || sec.Rows > 1000 || sec.SeatsPerRow > 1000 {
-			errs = append(errs, fmt.Sprintf("section %s: 1-1000 rows of 1-1000 seats", sec.ID))
-		}
-		if sec.BasePrice < 0 || sec.BasePrice > 1e12 {
-			errs = append(errs, fmt.Sprintf("section %s: basePrice out of range", sec.ID))
-		}
-		total += sec.Rows * sec.SeatsPerRow
-	}
-	if total > maxSeatsPerEvent {
-		errs = append(errs, fmt.Sprintf("%d seats exceed the limit of %d per event", total, maxSeatsPerEvent))
-	}
-	if len(errs) > 0 {
-		return refusal.New(ErrInvalidEvent, "%v: %s", ErrInvalidEvent, strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-// ParseSections reads "A:20x30@4500,B:40x50@3000": section id, rows ×
-// seats per row, base price in minor units.
-func ParseSections(s string) ([]SectionSpec, error) {
-	grids, err := parseGrids(s, "section", "ID:ROWSxSEATS@PRICE, e.g. A:20x30@4500", "no sections")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]SectionSpec, len(grids))
-	for i, g := range grids {
-		out[i] = SectionSpec{ID: g.id, Rows: g.a, SeatsPerRow: g.b, BasePrice: g.price}
-	}
-	return out, nil
-}
 
 // grid is one "ID:AxB@PRICE" item of a command-line list (sections, room
 // types).
@@ -152,13 +50,6 @@ func parseGrids(s, noun, want, none string) ([]grid, error) {
 		return nil, errors.New(none)
 	}
 	return out, nil
-}
-
-// EventSummary is what creating an event answers.
-type EventSummary struct {
-	ID       string `json:"id"`
-	Seats    int    `json:"seats"`
-	Sections int    `json:"sections"`
 }
 
 // createEvent writes the event, its sections and every seat in layout order
@@ -212,14 +103,6 @@ INSERT INTO section_occupancy (event_id, section_id, shard) SELECT $1, $2, g FRO
 		return EventSummary{}, fmt.Errorf("create event: %w", err)
 	}
 	return EventSummary{ID: spec.ID, Seats: order, Sections: len(spec.Sections)}, nil
-}
-
-// PromotionSpec is a capped discount code of one event.
-type PromotionSpec struct {
-	Code        string     `json:"code"`
-	DiscountBps int        `json:"discountBps"`
-	MaxUses     int        `json:"maxUses"`
-	ValidUntil  *time.Time `json:"validUntil,omitempty"`
 }
 
 // createPromotion adds a promotion code to an event.

@@ -36,14 +36,6 @@ const (
 	maxLivePollMs     = 600000
 )
 
-// LivePause is the body of PUT /v1/admin/events/{event}/live and the answer
-// of both its methods.
-type LivePause struct {
-	Paused *bool `json:"paused"`
-	// PollMs is how often paused viewers should fetch the seat map.
-	PollMs int `json:"pollMs,omitempty"`
-}
-
 // pausedMessage tells a viewer to stop waiting for pushes and poll.
 type pausedMessage struct {
 	Type   string `json:"type"`

@@ -63,119 +63,6 @@ func validText(s string, maxBytes int) bool {
 	return s != "" && strings.TrimSpace(s) == s && validate.Text("name", s, maxBytes) == nil
 }
 
-// HotelSpec describes a hotel to create: where it is, its room types, and
-// how many nights of inventory to open from today (its local date).
-type HotelSpec struct {
-	ID       string `json:"id"`
-	Name     string `json:"name"`
-	City     string `json:"city"`
-	Timezone string `json:"timezone"`
-	Currency string `json:"currency"`
-	// HoldMinutes a stay is held before it expires (default 10).
-	HoldMinutes int `json:"holdMinutes"`
-	// WaitingRoom: holds need a pass of the waiting room named like the
-	// hotel (a flash deal).
-	WaitingRoom bool           `json:"waitingRoom"`
-	OpenNights  int            `json:"openNights"`
-	RoomTypes   []RoomTypeSpec `json:"roomTypes"`
-	// Rates override the base price on some nights.
-	Rates []RateSpec `json:"rates,omitempty"`
-}
-
-// RoomTypeSpec is a kind of room: how many guests it sleeps, how many
-// rooms of it there are, and its base price per night (minor units).
-type RoomTypeSpec struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Capacity  int    `json:"capacity"`
-	Rooms     int    `json:"rooms"`
-	BasePrice int64  `json:"basePrice"`
-}
-
-// RateSpec is a calendar price: the price per room of every night from
-// From up to To (exclusive) of one room type.
-type RateSpec struct {
-	RoomType string `json:"roomType"`
-	From     string `json:"from"`
-	To       string `json:"to"`
-	Price    int64  `json:"price"`
-}
-
-// Validate checks a spec, filling defaults (name, hold minutes, open
-// nights, room type names) and normalising city and currency.
-func (s *HotelSpec) Validate() error {
-	var errs []string
-	if !validEventID(s.ID) {
-		errs = append(errs, "id: 1-64 letters, digits, '.', '_' or '-'")
-	}
-	if s.Name == "" {
-		s.Name = s.ID
-	}
-	if !validText(s.Name, 200) {
-		errs = append(errs, "name: 1-200 printable characters")
-	}
-	s.City = strings.ToLower(s.City)
-	if !cityPattern.MatchString(s.City) {
-		errs = append(errs, "city: 1-64 lowercase letters, digits or '-' (a slug such as lisbon)")
-	}
-	if s.Timezone == "" || s.Timezone == "Local" || len(s.Timezone) > 64 {
-		errs = append(errs, "timezone: an IANA time zone such as Europe/Lisbon")
-	} else if _, err := time.LoadLocation(s.Timezone); err != nil {
-		errs = append(errs, "timezone: an IANA time zone such as Europe/Lisbon")
-	}
-	s.Currency = strings.ToUpper(s.Currency)
-	if len(s.Currency) != 3 || strings.Trim(s.Currency, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
-		errs = append(errs, "currency: an ISO 4217 code such as EUR")
-	}
-	if s.HoldMinutes == 0 {
-		s.HoldMinutes = 10
-	}
-	if s.HoldMinutes < 1 || s.HoldMinutes > 60 {
-		errs = append(errs, "holdMinutes: 1 to 60")
-	}
-	if s.OpenNights == 0 {
-		s.OpenNights = defaultOpenNights
-	}
-	if s.OpenNights < 1 || s.OpenNights > maxOpenNights {
-		errs = append(errs, fmt.Sprintf("openNights: 1 to %d", maxOpenNights))
-	}
-	if len(s.RoomTypes) == 0 || len(s.RoomTypes) > maxRoomTypes {
-		errs = append(errs, fmt.Sprintf("1 to %d room types", maxRoomTypes))
-	}
-	seen := map[string]bool{}
-	for i := range s.RoomTypes {
-		rt := &s.RoomTypes[i]
-		if !roomTypePattern.MatchString(rt.ID) || seen[rt.ID] {
-			errs = append(errs, fmt.Sprintf("room type %q: ids are 1-32 letters, digits, '_' or '-', unique", rt.ID))
-		}
-		seen[rt.ID] = true
-		if rt.Name == "" {
-			rt.Name = rt.ID
-		}
-		if !validText(rt.Name, 100) {
-			errs = append(errs, fmt.Sprintf("room type %s: name of 1-100 printable characters", rt.ID))
-		}
-		if rt.Capacity < 1 || rt.Capacity > maxRoomCapacity {
-			errs = append(errs, fmt.Sprintf("room type %s: capacity 1 to %d guests", rt.ID, maxRoomCapacity))
-		}
-		if rt.Rooms < 1 || rt.Rooms > maxRoomsPerType {
-			errs = append(errs, fmt.Sprintf("room type %s: 1 to %d rooms", rt.ID, maxRoomsPerType))
-		}
-		if rt.BasePrice < 0 || rt.BasePrice > maxPrice {
-			errs = append(errs, fmt.Sprintf("room type %s: basePrice out of range", rt.ID))
-		}
-	}
-	for _, r := range s.Rates {
-		if err := r.validate(seen); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	if len(errs) > 0 {
-		return refusal.New(ErrInvalidHotel, "%v: %s", ErrInvalidHotel, strings.Join(errs, "; "))
-	}
-	return nil
-}
-
 func (r RateSpec) validate(roomTypes map[string]bool) error {
 	from, ok1 := parseDate(r.From)
 	to, ok2 := parseDate(r.To)
@@ -190,31 +77,6 @@ func (r RateSpec) validate(roomTypes map[string]bool) error {
 		return fmt.Errorf("rate of %s: price out of range", r.RoomType)
 	}
 	return nil
-}
-
-// ParseRoomTypes reads "std:30x2@9000,suite:5x4@25000": room type id,
-// rooms × guests per room, base price per night in minor units.
-func ParseRoomTypes(s string) ([]RoomTypeSpec, error) {
-	grids, err := parseGrids(s, "room type", "ID:ROOMSxGUESTS@PRICE, e.g. std:30x2@9000", "no room types")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]RoomTypeSpec, len(grids))
-	for i, g := range grids {
-		out[i] = RoomTypeSpec{ID: g.id, Rooms: g.a, Capacity: g.b, BasePrice: g.price}
-	}
-	return out, nil
-}
-
-// HotelSummary is what creating a hotel answers.
-type HotelSummary struct {
-	ID        string `json:"id"`
-	City      string `json:"city"`
-	RoomTypes int    `json:"roomTypes"`
-	Rooms     int    `json:"rooms"`
-	// FirstNight and LastNight bound the inventory opened.
-	FirstNight string `json:"firstNight"`
-	LastNight  string `json:"lastNight"`
 }
 
 // createHotel writes the hotel, its room types and one inventory row per
@@ -268,9 +130,9 @@ INSERT INTO room_types (hotel_id, id, name, position, capacity, base_price, room
 		FirstNight: first.Format(dateLayout), LastNight: first.AddDate(0, 0, spec.OpenNights-1).Format(dateLayout)}, nil
 }
 
-// SetRates sets calendar prices of an existing hotel; nights outside the
+// setRates sets calendar prices of an existing hotel; nights outside the
 // opened inventory are left alone. It answers how many nights changed.
-func SetRates(ctx context.Context, pool *pgxpool.Pool, hotel string, rates []RateSpec) (int64, error) {
+func setRates(ctx context.Context, pool *pgxpool.Pool, hotel string, rates []RateSpec) (int64, error) {
 	if len(rates) == 0 || len(rates) > 1000 {
 		return 0, refusal.New(ErrInvalidRates, "%v: 1 to 1000 rates", ErrInvalidRates)
 	}

@@ -74,7 +74,7 @@ func (s *staysPlane) putRates(c echo.Context) error {
 	if !validEventID(hotel) {
 		return ErrHotelNotFound
 	}
-	n, err := SetRates(c.Request().Context(), s.db, hotel, body.Rates)
+	n, err := setRates(c.Request().Context(), s.db, hotel, body.Rates)
 	if err != nil {
 		return storeError("set rates", err)
 	}

@@ -229,3 +229,10 @@ func (m *Module) adminPool() (*pgxpool.Pool, error) {
 	}
 	return m.admin, nil
 }
+
+// CheckResult is one monitor's reading.
+type CheckResult struct {
+	Name  string `json:"name"`
+	Count int64  `json:"count"`
+	What  string `json:"what"`
+}

@@ -17,13 +17,6 @@ import (
 // evaluated by the workers into presenced_payments_monitor_violations and
 // by `presenced check`, which exits non-zero on any.
 
-// CheckResult is one monitor's reading.
-type CheckResult struct {
-	Name  string `json:"name"`
-	Count int64  `json:"count"`
-	What  string `json:"what"`
-}
-
 // checkSQL are the monitors payments answers from its own tables.
 var checkSQL = []struct{ name, what, sql string }{
 	{"paid_without_tickets", "payments SUCCEEDED more than 5 minutes ago with no ticket",

@@ -1,6 +1,10 @@
 package waitingroom
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/presenced/presenced/internal/admission"
+)
 
 // The waiting room's refusals. The line and the settings store return
 // these; only the handlers (http.go, *_http.go) turn them into a status
@@ -15,3 +19,14 @@ type invalidSettingsError struct{ Err error }
 
 func (e *invalidSettingsError) Error() string { return e.Err.Error() }
 func (e *invalidSettingsError) Unwrap() error { return e.Err }
+
+// The two ways a pass check fails (internal/admission's). Every error of
+// Verify, Extend and Release wraps one of them.
+var (
+	// ErrNotAdmitted: the pass is not good for this user and event, or
+	// there is no live lease behind it.
+	ErrNotAdmitted = admission.ErrNotAdmitted
+	// ErrUnavailable: the lease store failed; the caller must refuse (fail
+	// closed) and may retry.
+	ErrUnavailable = admission.ErrUnavailable
+)
