@@ -14,6 +14,10 @@ var nowFunc = time.Now
 // admission lease are released. Cancelling a cancelled reservation answers
 // its current state.
 func (h *holdsPlane) Cancel(ctx context.Context, id, user string) (*Reservation, error) {
+	// The server's lock_timeout ends the waits it sees; a half-open link,
+	// where it never sees the query, is ended only by a deadline of ours.
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout+h.cfg.LockTimeout)
+	defer cancel()
 	tx, err := h.db.Begin(ctx)
 	if err != nil {
 		return nil, storeError("begin cancel", err)

@@ -238,6 +238,36 @@ func TestStoreLostMidCallAnswers503(t *testing.T) {
 			requireUnavailable(t, a)
 		})
 	}
+
+	// A half-open link: nothing comes back and nothing cuts the
+	// connection, as when a peer vanishes without a reset. Only a deadline
+	// of presenced's own ends such a call; cancels and payment starts
+	// waited for the heal before they had one.
+	payHdr2 := user("lost-buyer")
+	payHdr2[payments.HeaderIdempotencyKey] = "p2"
+	halfOpen := []struct {
+		route
+		bound time.Duration
+	}{
+		{route{name: "cancel", method: "DELETE", path: "/v1/reservations/" + res.ID, hdr: user("lost-buyer")},
+			cfg.Booking.StatementTimeout + cfg.Booking.LockTimeout},
+		{route{name: "payment", method: "POST", path: "/v1/reservations/" + res.ID + "/payments", hdr: payHdr2},
+			5 * time.Second},
+	}
+	for _, r := range halfOpen {
+		t.Run("PostgreSQL half-open: "+r.name, func(t *testing.T) {
+			up := pgProxy.Toxic("timeout", "upstream", `{"timeout":0}`)
+			down := pgProxy.Toxic("timeout", "downstream", `{"timeout":0}`)
+			a := do(r.method, srv.URL+r.path, r.hdr, r.body)
+			pgProxy.Remove(up)
+			pgProxy.Remove(down)
+			require.NoError(t, a.err)
+			row("PostgreSQL half-open: "+r.name, a, fmt.Sprintf("answered after %.1f s, the link still silent", a.took.Seconds()))
+			requireUnavailable(t, a)
+			// The deadline plus a second for the pool's own checks.
+			require.Less(t, a.took, r.bound+time.Second, "a call on a silent link ends by its own deadline")
+		})
+	}
 }
 
 // requireUnavailable asserts the retryable 503: Retry-After set, the one

@@ -34,6 +34,13 @@ type apiPlane struct {
 // not reach its provider: the retry finds the same payment and intent.
 const retryAfter = 2 * time.Second
 
+// storePhase bounds each PostgreSQL step of a payment start (the read by
+// key, the first transaction, the save of the intent) on the client side.
+// The server's lock_timeout ends waits it sees; a half-open link, where
+// the server never sees the query, is ended only by this deadline, so the
+// client gets its 503 in seconds instead of waiting on TCP.
+const storePhase = 5 * time.Second
+
 // payment is a payments row as the start and recovery paths need it.
 type payment struct {
 	ID          string
@@ -95,6 +102,8 @@ func (a *apiPlane) start(ctx context.Context, user, reservation, key string) ([]
 }
 
 func (a *apiPlane) byKey(ctx context.Context, user, key string) (payment, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, storePhase)
+	defer cancel()
 	p, err := scanPayment(a.db.QueryRow(ctx, `SELECT `+paymentCols+` FROM payments WHERE user_id = $1 AND idempotency_key = $2`, user, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return payment{}, false, nil
@@ -106,6 +115,8 @@ func (a *apiPlane) byKey(ctx context.Context, user, key string) (payment, bool, 
 // paid, score it, pick a provider, and store the payment with its outbox
 // event. A reservation with a live payment answers that payment.
 func (a *apiPlane) create(ctx context.Context, user, reservation, key string) (payment, error) {
+	ctx, cancel := context.WithTimeout(ctx, storePhase)
+	defer cancel()
 	tx, err := a.db.Begin(ctx)
 	if err != nil {
 		return payment{}, unavailable("begin payment", err)
@@ -238,6 +249,8 @@ func finishPayment(ctx context.Context, db *pgxpool.Pool, r *router, p payment) 
 		return nil, err
 	}
 	var stored []byte
+	ctx, cancel := context.WithTimeout(ctx, storePhase)
+	defer cancel()
 	err = db.QueryRow(ctx, `
 UPDATE payments SET status = 'PENDING', provider_ref = $2, client_secret = $3, response = $4, updated_at = clock_timestamp()
 WHERE id = $1 AND status = 'INITIALIZING' RETURNING response`, p.ID, in.Ref, in.ClientSecret, body).Scan(&stored)
