@@ -134,12 +134,25 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	ctx, cancel := context.WithTimeout(ctx, r.Options.Duration)
 	defer cancel()
 	mon := run.monitor(ctx)
+	run.warmPool(ctx)
 	start := time.Now()
 	var joins, done sync.WaitGroup
-	for i := 0; i < s.users; i++ {
+	// Each user starts at its join time, not all at once: 10,000
+	// goroutines and timers made at the start were a burst of this
+	// process's CPU that the first joins' answers waited behind.
+	next := time.NewTimer(0)
+	defer next.Stop()
+	for i := 0; i < s.users && ctx.Err() == nil; i++ {
+		at := start.Add(time.Duration(float64(s.window) * float64(i) / float64(s.users)))
+		if d := time.Until(at); d > 0 {
+			next.Reset(d)
+			select {
+			case <-next.C:
+			case <-ctx.Done():
+			}
+		}
 		u := &loadUser{id: fmt.Sprintf("lg-%s-%06d", s.event, i), abandons: rand.Float64() < s.abandon}
 		run.users = append(run.users, u)
-		at := start.Add(time.Duration(float64(s.window) * float64(i) / float64(s.users)))
 		joins.Add(1)
 		done.Add(1)
 		go func() {
@@ -165,6 +178,26 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	maxActive, capacity := mon()
 	run.figures(time.Since(start), maxActive, capacity)
 	return nil
+}
+
+// warmPool opens the connections the joins will reuse before the first
+// join: a join that has to dial waited for its connection behind
+// everything else this process did at that moment.
+func (run *loadRun) warmPool(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range run.r.Options.Concurrency {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, run.base+"/healthz", nil)
+			if err != nil {
+				return
+			}
+			if resp, err := run.r.Client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func (run *loadRun) admin(ctx context.Context, method string, body, out any) error {
