@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -169,25 +168,9 @@ func (k *checker) validate(rt *route, o *openapi3.Operation, r *request, a *answ
 		},
 	}
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
-		return fmt.Errorf("%s: %s; body: %s", statusLine(a), firstLines(err), excerpt(a.body, 300))
+		return fmt.Errorf("%s: %s; body: %s", statusLine(a), spectest.Describe(err), excerpt(a.body, 300))
 	}
 	return nil
-}
-
-// firstLines keeps the first line of each problem: the schema dumps that
-// follow drown it.
-func firstLines(err error) string {
-	errs := []error{err}
-	var me openapi3.MultiError
-	if errors.As(err, &me) {
-		errs = me
-	}
-	parts := make([]string, 0, len(errs))
-	for _, e := range errs {
-		first, _, _ := strings.Cut(e.Error(), "\n")
-		parts = append(parts, first)
-	}
-	return strings.Join(parts, "; ")
 }
 
 // excerpt quotes the start of b for a report.

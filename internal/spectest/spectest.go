@@ -283,7 +283,7 @@ func (w *teeWriter) finish(c echo.Context, route *routers.Route) {
 		return
 	}
 	if err := openapi3filter.ValidateResponse(req.Context(), in); err != nil {
-		w.rec.add("%s %s → %d: %s\n  body: %s", req.Method, route.Path, status, describe(err), truncate(w.body.String(), 600))
+		w.rec.add("%s %s → %d: %s\n  body: %s", req.Method, route.Path, status, Describe(err), truncate(w.body.String(), 600))
 	}
 }
 
@@ -297,9 +297,9 @@ func documentedStatus(route *routers.Route, status int) bool {
 	return false
 }
 
-// describe keeps the first line of each problem: the schema and value
-// dumps that follow drown it.
-func describe(err error) string {
+// Describe keeps the first line of each problem of a validation error: the
+// schema and value dumps that follow drown it.
+func Describe(err error) string {
 	errs := []error{err}
 	var me openapi3.MultiError
 	if errors.As(err, &me) {

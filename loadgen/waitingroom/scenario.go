@@ -157,7 +157,7 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 		done.Add(1)
 		go func() {
 			defer done.Done()
-			run.user(ctx, u, at, joins.Done)
+			run.user(ctx, u, joins.Done)
 		}()
 	}
 	joins.Wait()
@@ -265,18 +265,16 @@ func (run *loadRun) monitor(ctx context.Context) func() (int, int) {
 // abandons), checks out for a while and leaves. Like a real client it
 // retries a 503 after its Retry-After and reconnects a dropped socket
 // (its place is kept).
-func (run *loadRun) user(ctx context.Context, u *loadUser, at time.Time, joined func()) {
+func (run *loadRun) user(ctx context.Context, u *loadUser, joined func()) {
 	s := run.s
-	select {
-	case <-time.After(time.Until(at)):
-	case <-ctx.Done():
+	if ctx.Err() != nil {
 		joined()
 		return
 	}
-	// The token is signed at the user's own time: signed up front, all
-	// users' tokens were one burst of CPU at the start, and the first
-	// joins' answers waited behind it in this process (the generator's
-	// own p99, about 100 ms, on one core).
+	// The caller starts each user at its join time, and the token is signed
+	// then: signed up front, all users' tokens were one burst of CPU at the
+	// start, and the first joins' answers waited behind it in this process
+	// (the generator's own p99, about 100 ms, on one core).
 	tok, err := s.secrets.UserToken(u.id)
 	if err != nil {
 		joined()
