@@ -15,7 +15,7 @@ import (
 // and reach the stores only through the module they call.
 func TestEventAndHotelCreate(t *testing.T) {
 	t.Parallel()
-	pg, data := testenv.PostgresURL(t), t.TempDir()
+	pg, data := testenv.OwnPostgresURL(t), t.TempDir()
 	out, err := run(t, EventCmd(), nil, "create", "--id", "cli-final", "--name", "Cup Final",
 		"--sections", "A:2x3@4500,B:1x4@3000", "--starts-at", "2031-06-01T20:00:00Z",
 		"--postgres-url", pg, "--data-dir", data)
@@ -47,7 +47,7 @@ func TestCommandsNeedOnlyTheSecretsOfTheirParts(t *testing.T) {
 	file := filepath.Join(dir, "prod.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("auth:\n  dev_secrets: false\n  api_key: cli-test-api-key-0123456789\n"+
 		"  jwt_secret: cli-test-jwt-secret-0123456789abcdef\n"), 0o600))
-	common := []string{"--config", file, "--postgres-url", testenv.PostgresURL(t), "--data-dir", dir}
+	common := []string{"--config", file, "--postgres-url", testenv.OwnPostgresURL(t), "--data-dir", dir}
 	_, err := run(t, EventCmd(), nil, append([]string{"create", "--id", "cli-prod", "--sections", "A:1x2@100",
 		"--starts-at", "2031-06-01T20:00:00Z"}, common...)...)
 	require.NoError(t, err)
