@@ -137,6 +137,7 @@ func (run *loadRun) connect(ctx context.Context, gws []string, meter *cpuMeter) 
 		run.refused.Load(), run.dialErrs.Load(), run.subFails.Load())
 	run.r.AddFigure("connect sources", "%d gateway(s), from 127.0.0.%d-%d", len(gws), l.sourceBase, l.sourceBase+l.sources-1)
 	run.r.AddFigure("CPU while connecting", "%s", cpu1.since(cpu0))
+	run.r.AddFigure("Redis per connect", "%s", redisWork(cpu0.commands, cpu1.commands, float64(len(kept)), "connect"))
 	if len(kept) == 0 {
 		return fmt.Errorf("no connection could be opened (%d dial errors)", run.dialErrs.Load())
 	}

@@ -51,6 +51,8 @@ type cpuSample struct {
 	// each server's own CPU seconds, in --servers order, so a scale-out
 	// run shows how the work spreads over the gateways.
 	perServer []float64
+	// commands is Redis's INFO commandstats (nil: not read).
+	commands map[string]cmdStat
 }
 
 func (m *cpuMeter) sample(ctx context.Context) cpuSample {
@@ -77,6 +79,7 @@ func (m *cpuMeter) sample(ctx context.Context) cpuSample {
 			}
 			s.redis += v
 		}
+		s.commands = redisCommands(ctx, m.redis)
 	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {

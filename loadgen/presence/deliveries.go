@@ -167,6 +167,7 @@ func (run *loadRun) steady(ctx context.Context, meter *cpuMeter) {
 	run.r.AddFigure("status changes", "%d in %s (%.0f/s) by %d users, %d followers each (%s)",
 		sent, el.Round(time.Millisecond), float64(sent)/el.Seconds(), len(run.conns), l.follow, l.shape)
 	run.r.AddFigure("CPU during the changes", "%s", cpu1.since(cpu0))
+	run.r.AddFigure("Redis per change", "%s", redisWork(cpu0.commands, cpu1.commands, float64(sent), "change"))
 	run.r.AddFigure("loadgen collections", "%d while receipts were recorded (its collector is held off then, up to a memory limit)", collections)
 	run.checkDeliveries()
 }

@@ -137,8 +137,7 @@ func (l *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	if l.changes > 0 {
 		run.steady(ctx, meter)
 	} else {
-		// Idle connections, pinging, for whoever measures the servers.
-		sleepCtx(ctx, l.steadyDuration(r))
+		run.idle(ctx, meter)
 	}
 	if l.stormPercent > 0 {
 		if err := run.storm(ctx, gws[0]); err != nil {
@@ -218,4 +217,15 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// idle holds the connections open, pinging, for the steady phase and says
+// what holding them cost the servers and Redis.
+func (run *loadRun) idle(ctx context.Context, meter *cpuMeter) {
+	cpu0 := meter.sample(ctx)
+	sleepCtx(ctx, run.l.steadyDuration(run.r))
+	cpu1 := meter.sample(ctx)
+	secs := cpu1.at.Sub(cpu0.at).Seconds()
+	run.r.AddFigure("CPU while idle", "%d connections: %s", len(run.conns), cpu1.since(cpu0))
+	run.r.AddFigure("Redis per idle second", "%s", redisWork(cpu0.commands, cpu1.commands, secs, "second"))
 }
