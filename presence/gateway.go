@@ -46,6 +46,7 @@ type gateway struct {
 	// connection whose open saw none follows the subscriptions its session
 	// script read, without reading them again.
 	subsNews atomic.Uint64
+	pings    *pingBatch
 }
 
 // listenWait bounds how long a connection opened at start-up waits for the
@@ -56,7 +57,8 @@ func newGateway(m *Module) *gateway {
 	g := &gateway{
 		mod: m, cfg: m.cfg, f: m.f, m: m.m, idle: newIdleWheel(), behind: newBehindSet(),
 		jobs: make(chan job), opening: make(chan struct{}, openingSlots(m.cfg)), listening: make(chan struct{}),
-		gc: newGCTuner(m.cfg.HeapFloorBytes, m.cfg.BurstHeapBytes, m.log),
+		gc:    newGCTuner(m.cfg.HeapFloorBytes, m.cfg.BurstHeapBytes, m.log),
+		pings: newPingBatch(m.st, m.log),
 	}
 	for i := 0; i < maxInFlight; i++ {
 		g.workers.Add(1)
@@ -180,6 +182,9 @@ func (g *gateway) run(ctx context.Context) error {
 	g.m.sessions.count.Store(&count)
 	go g.idle.run(ctx)
 	go g.f.runRefresher(ctx)
+	pingsDone := make(chan struct{})
+	go func() { defer close(pingsDone); g.pings.run(ctx) }()
+	defer func() { <-pingsDone }()
 	g.runBehind(ctx)
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
@@ -347,7 +352,7 @@ func (c *client) finish() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if err := g.mod.st.ping(ctx, c.sid, c.user, true); err != nil {
+	if err := g.pings.closed(ctx, c); err != nil {
 		// The session still expires at its TTL.
 		g.mod.log.Warn("presence: record close", "err", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,17 +76,21 @@ func (m *Module) applyPings(ctx context.Context, c *consumer, shard int, msgs []
 	args := make([]any, 0, len(msgs)*4)
 	ids := make([]string, 0, len(msgs))
 	for _, msg := range msgs {
-		mem, _ := msg.Values["m"].(string)
+		// "m" names one session, or (a gateway's batch of plain pings)
+		// several separated by spaces: member ids hold none.
+		mems := strings.Fields(str(msg.Values["m"]))
 		ttl, err := strconv.ParseInt(str(msg.Values["t"]), 10, 64)
 		kind := str(msg.Values["k"])
 		pos, ok := idPosition(msg.ID)
-		if _, _, valid := splitMember(mem); !valid || err != nil || ttl < 0 || !ok || (kind != "p" && kind != "c") {
+		if !validMembers(mems) || err != nil || ttl < 0 || !ok || (kind != "p" && kind != "c") {
 			if err := c.deadLetter(ctx, shard, msg, "malformed ping"); err != nil {
 				m.log.Warn("presence: dead-letter ping", "err", err)
 			}
 			continue
 		}
-		args = append(args, mem, pos, ttl, kind)
+		for _, mem := range mems {
+			args = append(args, mem, pos, ttl, kind)
+		}
 		ids = append(ids, msg.ID)
 	}
 	if len(ids) == 0 {
@@ -98,6 +103,15 @@ func (m *Module) applyPings(ctx context.Context, c *consumer, shard int, msgs []
 		return nil
 	}
 	return ids
+}
+
+func validMembers(mems []string) bool {
+	for _, mem := range mems {
+		if _, _, ok := splitMember(mem); !ok {
+			return false
+		}
+	}
+	return len(mems) > 0
 }
 
 // cleanup ends the sessions of inactive events. It is idempotent: an event
@@ -144,6 +158,7 @@ func (m *Module) cleanup(ctx context.Context, c *consumer, shard int, msgs []red
 		}
 		m.m.cleanups.WithLabelValues(reason, outcome).Inc()
 		m.changed(ctx, res)
+
 		done = append(done, msg.ID)
 	}
 	return done

@@ -268,9 +268,12 @@ func TestWatermark(t *testing.T) {
 	require.Greater(t, watermark(groupState{lastDelivered: "300-0", lastEntry: "300-0"}), time.Now().UnixMilli())
 }
 
-// A close read after a later ping cannot shorten a live session, and a
-// ping read after a close cannot stretch a closed one.
-func TestPingsApplyInStreamOrderWhateverTheReadOrder(t *testing.T) {
+// A close ends a session's pings whatever the order its entries are read
+// in, or written in (a gateway appends its plain pings in batches, so a
+// ping taken before the close can land after it): the close applies over
+// any ping, no ping applies after it, and among one kind the later entry
+// wins.
+func TestACloseEndsTheSessionsPingsWhateverTheOrder(t *testing.T) {
 	t.Parallel()
 	rdb := testenv.Redis(t)
 	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
@@ -281,19 +284,22 @@ func TestPingsApplyInStreamOrderWhateverTheReadOrder(t *testing.T) {
 	mk := func(ms int64, ttl int64, kind string) redis.XMessage {
 		return redis.XMessage{ID: fmt.Sprintf("%d-0", ms), Values: map[string]any{"m": "s1:u", "t": fmt.Sprint(ttl), "k": kind}}
 	}
-	closeEntry := mk(now, 500, "c")
-	laterPing := mk(now+10, 60000, "p")
-	m.applyPings(ctx, c, 0, []redis.XMessage{laterPing})
-	m.applyPings(ctx, c, 0, []redis.XMessage{closeEntry})
-	score, err := rdb.ZScore(ctx, sk.deadlines, "s1:u").Result()
-	require.NoError(t, err)
-	require.Equal(t, float64(now+10+60000), score)
-
-	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+20, 500, "c")})
+	deadline := func() float64 {
+		score, err := rdb.ZScore(ctx, sk.deadlines, "s1:u").Result()
+		require.NoError(t, err)
+		return score
+	}
+	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+10, 60000, "p")})
+	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+5, 60000, "p")})
+	require.Equal(t, float64(now+10+60000), deadline(), "an older ping is ignored")
+	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now, 500, "c")})
+	require.Equal(t, float64(now+500), deadline(), "the close applies over a ping written after it")
 	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+15, 60000, "p")})
-	score, err = rdb.ZScore(ctx, sk.deadlines, "s1:u").Result()
-	require.NoError(t, err)
-	require.Equal(t, float64(now+20+500), score)
+	require.Equal(t, float64(now+500), deadline(), "no ping applies after the close")
+	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+20, 500, "c")})
+	require.Equal(t, float64(now+20+500), deadline(), "a later close applies")
+	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+1, 500, "c")})
+	require.Equal(t, float64(now+20+500), deadline(), "an older close is ignored")
 }
 
 // An open's first ping is recorded directly, below every stream entry:

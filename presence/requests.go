@@ -108,18 +108,42 @@ func (c *client) onPing(ctx context.Context, env wire.Envelope) {
 		}
 		kind, idleMs = "idle_ms", *p.IdleMs
 	}
+	if !c.reportsActivity(kind, idleMs) {
+		c.g.pings.add(c, env.ID, true)
+		return
+	}
 	res, err := c.g.mod.st.step(ctx, c.user, "update", c.sid, kind, idleMs, "")
 	if err != nil {
 		c.failed(err, env.ID)
 		return
 	}
-	if err := c.g.mod.st.ping(ctx, c.sid, c.user, false); err != nil {
-		c.failed(err, env.ID)
-		return
-	}
+	c.g.pings.add(c, env.ID, false)
 	c.noteActivity(kind, idleMs)
 	c.g.mod.changed(ctx, res)
 	c.armIdle(res.IdleIn)
+}
+
+// activitySlack: an idle report placing the last interaction at most this
+// much after the one recorded is taken as the same interaction (the
+// client's idle clock and the network's delay move it by milliseconds):
+// a second, or a twentieth of the idle threshold when that is shorter.
+func (c *client) activitySlack() int64 {
+	return int64(min(time.Second, c.g.cfg.IdleThreshold/20))
+}
+
+// reportsActivity says whether a ping changes the session's record: a
+// bare ping, or an idle report of no interaction since the one recorded,
+// changes nothing, and costs no session step: the idle timer turns the
+// user idle, and the ping batch checks the session still exists.
+func (c *client) reportsActivity(kind string, idleMs int64) bool {
+	switch kind {
+	case "none":
+		return false
+	case "idle_ms":
+		seen := time.Now().UnixNano() - idleMs*int64(time.Millisecond)
+		return c.inactive.Load() || seen > c.lastAct.Load()+c.activitySlack()
+	}
+	return true
 }
 
 func (c *client) noteActivity(kind string, idleMs int64) {
