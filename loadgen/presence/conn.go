@@ -168,7 +168,7 @@ func (run *loadRun) open(ctx context.Context, gw string, idx, source int) (*load
 		nd.Control = bindNoPort
 	}
 	d := websocket.Dialer{
-		NetDialContext: dialStamped(nd.DialContext), HandshakeTimeout: 10 * time.Second,
+		NetDialContext: loadgen.DialStamped(nd.DialContext), HandshakeTimeout: 10 * time.Second,
 		ReadBufferSize: 1024, WriteBufferSize: 1024, WriteBufferPool: &loadDialerPool,
 	}
 	u := "ws" + strings.TrimPrefix(strings.TrimRight(gw, "/"), "http") + "/v1/presence/ws"
@@ -293,7 +293,7 @@ func (run *loadRun) read(c *loadConn) {
 		case strings.HasPrefix(f.CorrelationID, "c") && f.Event == presence.EventPresenceUpdated && len(f.Payload.Users) == 1:
 			c.replied(f.CorrelationID[1:], f.Payload.Users[0].V)
 		case f.Event == presence.EventPresenceUpdated && f.CorrelationID == "":
-			arrived := arrivedAt(c.ws.UnderlyingConn())
+			arrived := loadgen.ArrivedAt(c.ws.UnderlyingConn())
 			for _, st := range f.Payload.Users {
 				run.observe(c, st, now, arrived)
 			}

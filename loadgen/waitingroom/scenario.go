@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"sort"
@@ -97,6 +99,20 @@ type loadRun struct {
 	users   []*loadUser
 	holders atomic.Int64
 	maxHold atomic.Int64
+	// client is the runner's, its connections stamped with the kernel's
+	// receive times (loadgen.DialStamped), so a join can be timed from
+	// its request's write to its answer reaching the socket: the join
+	// without this process's own delays. onWire holds those times.
+	client *http.Client
+	wireMu sync.Mutex
+	onWire loadgen.Histogram
+}
+
+// stampedClient is c with its connections stamped.
+func stampedClient(c *http.Client) *http.Client {
+	tr := c.Transport.(*http.Transport).Clone()
+	tr.DialContext = loadgen.DialStamped((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	return &http.Client{Transport: tr, Timeout: c.Timeout}
 }
 
 func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
@@ -114,7 +130,7 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	}
 	base := strings.TrimRight(r.Options.Target, "/")
 	run := &loadRun{s: s, r: r, base: base, ws: "ws" + strings.TrimPrefix(base, "http"),
-		dialer: &websocket.Dialer{HandshakeTimeout: r.Options.Timeout}}
+		dialer: &websocket.Dialer{HandshakeTimeout: r.Options.Timeout}, client: stampedClient(r.Client)}
 	r.Label("joins")
 	settings := map[string]any{
 		"capacity": s.capacity, "batch": s.batch, "leaseSeconds": int(s.lease / time.Second), "mode": waitingroom.ModeFIFO,
@@ -191,7 +207,7 @@ func (run *loadRun) warmPool(ctx context.Context) {
 			if err != nil {
 				return
 			}
-			if resp, err := run.r.Client.Do(req); err == nil {
+			if resp, err := run.client.Do(req); err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}
@@ -417,12 +433,25 @@ func (run *loadRun) post(ctx context.Context, op, tok string) (int, time.Duratio
 		return 0, 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := run.r.Client.Do(req)
+	var conn net.Conn
+	var wrote time.Time
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn:      func(i httptrace.GotConnInfo) { conn = i.Conn },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
+	}))
+	resp, err := run.client.Do(req)
 	if err != nil {
 		return 0, 0, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	// The answer's last segment is the last one read from the connection:
+	// it carries one request at a time.
+	if at := loadgen.ArrivedAt(conn); op == "join" && at > 0 && !wrote.IsZero() {
+		run.wireMu.Lock()
+		run.onWire.Record(time.Duration(at - wrote.UnixNano()))
+		run.wireMu.Unlock()
+	}
 	if resp.StatusCode/100 != 2 {
 		retry := time.Second
 		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
@@ -467,6 +496,11 @@ func (run *loadRun) figures(elapsed time.Duration, maxActive, capacity int) {
 	r.AddFigure("abandoned", "%d (of whom %d were admitted before leaving)", abandoned, abandonedIn)
 	r.AddFigure("order violations", "%d (an earlier joiner admitted more than a tick later)", violations(stayed, run.s.tick))
 	r.AddFigure("max active leases vs capacity", "%d / %d (admin stats every 100ms; client-side holders max %d)", maxActive, capacity, run.maxHold.Load())
+	if n := run.onWire.Count(); n > 0 {
+		q := func(x float64) time.Duration { return run.onWire.Quantile(x).Round(10 * time.Microsecond) }
+		r.AddFigure("join, written to answered (kernel stamps)", "p50 %s p95 %s p99 %s max %s over %d joins: the join without this process's own delays (the latency above includes them)",
+			q(0.5), q(0.95), q(0.99), run.onWire.Max().Round(10*time.Microsecond), n)
+	}
 	r.AddFigure("join to admission p50/p99", "%s / %s", waits.Quantile(0.5).Round(time.Millisecond), waits.Quantile(0.99).Round(time.Millisecond))
 	r.AddFigure("sockets", "%d reconnects; %d users gave up holding one (left out above)", reconnects, lost)
 	r.AddFigure("admission throughput", "%.1f/s over %s", float64(admitted+abandonedIn)/elapsed.Seconds(), elapsed.Round(time.Second))

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -106,7 +107,35 @@ func TestJoinRetriesAConnectionError(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	r := loadgen.NewRunner(loadgen.Options{Target: srv.URL, Concurrency: 1, Duration: time.Second, Timeout: 5 * time.Second}, nil)
-	run := &loadRun{s: &Scenario{event: "e"}, r: r, base: srv.URL}
+	run := &loadRun{s: &Scenario{event: "e"}, r: r, base: srv.URL, client: stampedClient(r.Client)}
 	require.NoError(t, run.join(context.Background(), "token"))
 	require.EqualValues(t, 2, calls.Load())
+}
+
+// A join is also timed from its request's write to its answer reaching
+// the socket, which leaves out this process's own delays: never longer
+// than the join as this process saw it.
+func TestJoinIsTimedByTheKernelsStamps(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("receive stamps are read on Linux only")
+	}
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(2 * time.Millisecond)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	r := loadgen.NewRunner(loadgen.Options{Target: srv.URL, Concurrency: 1, Duration: time.Second, Timeout: 5 * time.Second}, nil)
+	run := &loadRun{s: &Scenario{event: "e"}, r: r, base: srv.URL, client: stampedClient(r.Client)}
+	// The kernel turns stamping on a moment after a socket first asks.
+	var longest time.Duration
+	for deadline := time.Now().Add(5 * time.Second); run.onWire.Count() == 0 && time.Now().Before(deadline); {
+		t0 := time.Now()
+		_, _, err := run.post(context.Background(), "join", "token")
+		require.NoError(t, err)
+		longest = max(longest, time.Since(t0))
+	}
+	require.EqualValues(t, 1, run.onWire.Count())
+	require.GreaterOrEqual(t, run.onWire.Max(), 2*time.Millisecond, "the server's own time is in it")
+	require.LessOrEqual(t, run.onWire.Max(), longest)
 }

@@ -1,4 +1,4 @@
-package presence
+package loadgen
 
 import (
 	"context"
@@ -25,18 +25,18 @@ func TestStampedConnectionKeepsTheKernelReceiveTime(t *testing.T) {
 		close(accepted)
 	}()
 	var d net.Dialer
-	c, err := dialStamped(d.DialContext)(context.Background(), "tcp", ln.Addr().String())
+	c, err := DialStamped(d.DialContext)(context.Background(), "tcp", ln.Addr().String())
 	require.NoError(t, err)
 	defer c.Close()
 	require.IsType(t, &stampConn{}, c)
 	srv := <-accepted
 	require.NotNil(t, srv)
 	defer srv.Close()
-	require.Zero(t, arrivedAt(c), "nothing read yet")
+	require.Zero(t, ArrivedAt(c), "nothing read yet")
 	buf := make([]byte, 64)
 	// The kernel turns stamping on shortly after the first socket asks:
 	// until then reads carry no stamp, and the time is unknown (0).
-	for deadline := time.Now().Add(5 * time.Second); arrivedAt(c) == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); ArrivedAt(c) == 0; time.Sleep(10 * time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "receive stamps never came")
 		_, err := srv.Write([]byte("warm"))
 		require.NoError(t, err)
@@ -54,7 +54,7 @@ func TestStampedConnectionKeepsTheKernelReceiveTime(t *testing.T) {
 		after := time.Now().UnixNano()
 		require.NoError(t, err)
 		require.Equal(t, msg, string(buf[:n]))
-		at := arrivedAt(c)
+		at := ArrivedAt(c)
 		require.GreaterOrEqual(t, at, before, msg)
 		require.Less(t, at, after-int64(4*time.Millisecond), "%s: the stamp is the arrival, not the read", msg)
 	}
@@ -77,7 +77,7 @@ func TestStampedConnectionHonoursReadDeadlines(t *testing.T) {
 		}
 	}()
 	var d net.Dialer
-	c, err := dialStamped(d.DialContext)(context.Background(), "tcp", ln.Addr().String())
+	c, err := DialStamped(d.DialContext)(context.Background(), "tcp", ln.Addr().String())
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Millisecond)))

@@ -1,4 +1,4 @@
-package presence
+package loadgen
 
 import (
 	"context"
@@ -26,9 +26,9 @@ type stampConn struct {
 	last atomic.Int64 // Unix ns; 0: no stamp yet
 }
 
-// dialStamped dials like dial and turns on receive stamps; a connection
+// DialStamped dials like dial and turns on receive stamps; a connection
 // that cannot have them is returned as it is.
-func dialStamped(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func DialStamped(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
@@ -95,9 +95,9 @@ func parseStamp(oob []byte) (int64, bool) {
 	return 0, false
 }
 
-// arrivedAt is the kernel's receive time of the last data read from c's
+// ArrivedAt is the kernel's receive time of the last data read from c's
 // socket (0: unknown).
-func arrivedAt(c net.Conn) int64 {
+func ArrivedAt(c net.Conn) int64 {
 	if sc, ok := c.(*stampConn); ok {
 		return sc.last.Load()
 	}
