@@ -82,8 +82,10 @@ type holdResult struct {
 
 const opHold = "hold"
 
-// Hold runs a hold in at most two PostgreSQL round trips, and answers a
-// refusal after at most one: cheap refusals first (validation, rate,
+// Hold runs a hold in one PostgreSQL round trip when a writer is free
+// (holdAlone: the read, the checks, the prices and the write in one
+// statement, which answers a refusal from what it read), and in two when
+// it queues for a batch: cheap refusals first (validation, rate,
 // admission, seat hints; each looks up the stored answer of the key before
 // it refuses), then one pipelined batch of key lookups that
 // locks nothing (read), then one batch that writes everything with the
@@ -135,9 +137,22 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		}
 	}()
 
-	view, err := h.readers.read(ctx, in, seats)
-	if err != nil {
+	body, view, alone, err := h.holdAlone(ctx, in, seats, fp, resID)
+	switch {
+	case errors.Is(err, errKeyTaken):
+		return h.answerConcurrentRetry(ctx, in, fp)
+	case err != nil:
 		return holdResult{}, err
+	case body != nil:
+		committed = true
+		h.afterCommit(ctx, in, seats, resID, time.Duration(view.event.holdMinutes)*time.Minute,
+			view.event.now.Add(time.Duration(view.event.holdMinutes)*time.Minute))
+		return holdResult{Status: http.StatusCreated, Body: body}, nil
+	case !alone:
+		// Every writer is busy: the hold reads, then queues for a batch.
+		if view, err = h.readers.read(ctx, in, seats); err != nil {
+			return holdResult{}, err
+		}
 	}
 	replay, err := view.refusal(in, seats, fp)
 	if replay != nil {

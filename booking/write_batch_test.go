@@ -69,6 +69,15 @@ func waitQueued[T any](t *testing.T, g *batch.Group[T], n int) {
 // blockWriters takes every write slot, so that holds queue.
 func (b *bundle) blockWriters() func() { return b.holds.writers.Pause() }
 
+// blockReaders takes every read slot, and every write slot so that holds
+// go the batched way (a hold that finds a writer free is read and written
+// in one statement, holdAlone) and queue for a reader.
+func (b *bundle) blockReaders() func() {
+	writers := b.holds.writers.Pause()
+	readers := b.holds.readers.Pause()
+	return func() { readers(); writers() }
+}
+
 // waitQueued waits until n holds wait for a writer.
 func (b *bundle) waitQueued(t *testing.T, n int) { t.Helper(); waitQueued(t, b.holds.writers.Group, n) }
 
@@ -207,7 +216,7 @@ func TestAHoldWhoseRequestEndsWhileQueuedIsNotWritten(t *testing.T) {
 		queued func(*testing.T, *bundle, int)
 	}{
 		"reader": {
-			func(b *bundle) func() { return b.holds.readers.Pause() },
+			func(b *bundle) func() { return b.blockReaders() },
 			func(t *testing.T, b *bundle, n int) { waitQueued(t, b.holds.readers.Group, n) },
 		},
 		"writer": {

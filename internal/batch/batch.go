@@ -168,6 +168,25 @@ func (g *Group[T]) leave(c *Call[T]) bool {
 	return true
 }
 
+// TryAlone runs f holding a slot when one is free and no call is queued,
+// and tells whether it ran; it never waits. It is for work that has a
+// cheaper form alone than in a batch (one round trip where a batch of the
+// same item takes two): taken only when the item would not have waited,
+// so it never passes a queued call.
+func (g *Group[T]) TryAlone(f func()) bool {
+	if g.Queued() > 0 {
+		return false
+	}
+	select {
+	case g.slots <- struct{}{}:
+	default:
+		return false
+	}
+	defer func() { <-g.slots }()
+	f()
+	return true
+}
+
 // Queued is how many calls wait for a batch.
 func (g *Group[T]) Queued() int {
 	g.mu.Lock()

@@ -57,6 +57,26 @@ func TestAnIdleGroupRunsAnItemAlone(t *testing.T) {
 	require.Zero(t, g.Waiting())
 }
 
+// TryAlone runs its work in a free slot, which a batch then waits for; it
+// never waits itself for a busy slot.
+func TestTryAloneTakesOnlyAFreeSlotNobodyWaitsFor(t *testing.T) {
+	var r recorder
+	g := New(1, 10, r.run, errors.New("unanswered"))
+	inside, leave := make(chan struct{}), make(chan struct{})
+	ranAlone := make(chan bool, 1)
+	go func() { ranAlone <- g.TryAlone(func() { close(inside); <-leave }) }()
+	<-inside
+	require.False(t, g.TryAlone(func() { t.Error("ran in a busy slot") }), "every slot busy")
+	done := make(chan error, 1)
+	go func() { done <- g.Do(context.Background(), 1) }()
+	waitFor(t, "queued behind the work alone", func() bool { return g.Queued() == 1 })
+	close(leave)
+	require.True(t, <-ranAlone)
+	require.NoError(t, <-done)
+	require.Equal(t, [][]int{{1}}, r.batches)
+	require.True(t, g.TryAlone(func() {}), "an idle group")
+}
+
 // Callers arriving while every slot is busy leave together, oldest first,
 // at most a batch at a time, and each gets its own answer.
 func TestQueuedCallersShareBatches(t *testing.T) {
