@@ -18,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func signingRing(t *testing.T, kid string) *keyring.Ring {
+func signingRing(t testing.TB, kid string) *keyring.Ring {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	require.NoError(t, err)
@@ -110,4 +110,66 @@ func TestPasses(t *testing.T) {
 	require.ErrorIs(t, NewChecker(nil).Check(pass, "ev", "ann"), ErrUnavailable, "no pass keys in this process")
 	_, err = NewIssuer(public, time.Minute)
 	require.Error(t, err, "public keys cannot sign")
+}
+
+// A checked pass is remembered by its hash until it expires: checked again
+// it is not parsed or verified (here the ring that signed it is gone and
+// it still passes), yet it still names only its user and event, a forged
+// pass with the same claims is checked on its own, an expired one is
+// refused, and the checker remembers at most its bound.
+func TestVerifiedPassesAreRememberedUntilTheyExpire(t *testing.T) {
+	t.Parallel()
+	ring := signingRing(t, "k1")
+	issuer, err := NewIssuer(ring, time.Hour)
+	require.NoError(t, err)
+	now := time.Now()
+	pass, exp, err := issuer.Issue("ev", "ann", now.Add(time.Minute), now)
+	require.NoError(t, err)
+
+	c := newChecker(ring, 2)
+	require.NoError(t, c.Check(pass, "ev", "ann"))
+	c.ring = signingRing(t, "other") // the pass's key is unknown from now on
+	require.NoError(t, c.Check(pass, "ev", "ann"), "remembered")
+	require.ErrorIs(t, c.Check(pass, "ev", "bo"), ErrNotAdmitted, "still one user's")
+	require.ErrorIs(t, c.Check(pass, "ev2", "ann"), ErrNotAdmitted, "still one event's")
+	stranger, err := NewIssuer(signingRing(t, "k1"), time.Hour)
+	require.NoError(t, err)
+	forged, _, err := stranger.Issue("ev", "ann", now.Add(time.Minute), now)
+	require.NoError(t, err)
+	require.ErrorIs(t, c.Check(forged, "ev", "ann"), ErrNotAdmitted)
+
+	c.now = func() time.Time { return exp }
+	require.ErrorIs(t, c.Check(pass, "ev", "ann"), ErrNotAdmitted, "expired")
+	require.Zero(t, c.verified.Len(), "an expired pass is forgotten")
+
+	c = newChecker(ring, 2)
+	for _, user := range []string{"a", "b", "c"} {
+		p, _, err := issuer.Issue("ev", user, now.Add(time.Minute), now)
+		require.NoError(t, err)
+		require.NoError(t, c.Check(p, "ev", user))
+	}
+	require.Equal(t, 2, c.verified.Len(), "bounded")
+}
+
+// What an admission check costs this process per hold: the signature
+// checked on every call (as before passes were remembered), and a
+// remembered pass. go test -bench Check ./internal/admission/
+func BenchmarkCheck(b *testing.B) {
+	ring := signingRing(b, "k1")
+	issuer, err := NewIssuer(ring, time.Hour)
+	require.NoError(b, err)
+	now := time.Now()
+	pass, _, err := issuer.Issue("ev", "ann", now.Add(time.Hour), now)
+	require.NoError(b, err)
+	for name, remember := range map[string]int{"signature": 0, "remembered": verifiedPasses} {
+		b.Run(name, func(b *testing.B) {
+			c := newChecker(ring, remember)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.Check(pass, "ev", "ann"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

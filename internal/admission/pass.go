@@ -3,11 +3,13 @@ package admission
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/internal/keyring"
@@ -66,17 +68,42 @@ func (i *Issuer) Issue(event, user string, leaseExpiry, now time.Time) (string, 
 type Checker struct {
 	ring   *keyring.Ring
 	parser *jwt.Parser
+	// verified remembers the passes whose signature was checked, by the
+	// SHA-256 of the pass, until they expire: a buyer sends the same pass
+	// with every hold attempt, and the Ed25519 check is most of what an
+	// admission check costs this process (BenchmarkCheck). Only a pass
+	// signed by a key of ring gets in, so it holds real passes only, at
+	// most verifiedPasses of them, the least recently used leaving first.
+	// The ring never changes, so a pass good once is good until its
+	// expiry; the lease behind it is checked on every call by the caller.
+	verified *lru.Cache[[sha256.Size]byte, verifiedPass]
+	now      func() time.Time
+}
+
+// verifiedPasses bounds the passes a Checker remembers: a few MiB.
+const verifiedPasses = 1 << 16
+
+// verifiedPass is what a checked pass names, and when it expires.
+type verifiedPass struct {
+	user, event string
+	expires     time.Time
 }
 
 // NewChecker accepts passes signed by any key of ring; a nil ring checks
 // nothing and answers ErrUnavailable (a process without pass keys).
-func NewChecker(ring *keyring.Ring) *Checker {
-	return &Checker{
-		ring: ring,
-		// EdDSA only: "none", HMAC keyed with a public key and every other
-		// algorithm are refused before any key is looked at.
-		parser: jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}), jwt.WithExpirationRequired()),
+func NewChecker(ring *keyring.Ring) *Checker { return newChecker(ring, verifiedPasses) }
+
+// newChecker remembers at most remember verified passes (0: none).
+func newChecker(ring *keyring.Ring, remember int) *Checker {
+	c := &Checker{ring: ring, now: time.Now}
+	// EdDSA only: "none", HMAC keyed with a public key and every other
+	// algorithm are refused before any key is looked at.
+	c.parser = jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}), jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(func() time.Time { return c.now() }))
+	if remember > 0 {
+		c.verified, _ = lru.New[[sha256.Size]byte, verifiedPass](remember) // errs only on a size < 1
 	}
+	return c
 }
 
 // Check checks everything of a pass but its lease: signed with EdDSA by a
@@ -88,17 +115,41 @@ func (c *Checker) Check(pass, event, user string) error {
 	if !named(event, user) {
 		return errUnnamed
 	}
-	cl := &claims{}
-	if _, err := c.parser.ParseWithClaims(pass, cl, c.key); err != nil {
-		return fmt.Errorf("%w: %v", ErrNotAdmitted, err)
+	v, err := c.verify(pass)
+	if err != nil {
+		return err
 	}
-	if cl.Subject != user {
+	if v.user != user {
 		return fmt.Errorf("%w: the pass belongs to another user", ErrNotAdmitted)
 	}
-	if cl.Event != event {
+	if v.event != event {
 		return fmt.Errorf("%w: the pass is for another event", ErrNotAdmitted)
 	}
 	return nil
+}
+
+// verify returns what a good pass names: remembered, or checked (its
+// signature, algorithm and expiry) and then remembered.
+func (c *Checker) verify(pass string) (verifiedPass, error) {
+	var sum [sha256.Size]byte
+	if c.verified != nil {
+		sum = sha256.Sum256([]byte(pass))
+		if v, ok := c.verified.Get(sum); ok {
+			if c.now().Before(v.expires) {
+				return v, nil
+			}
+			c.verified.Remove(sum)
+		}
+	}
+	cl := &claims{}
+	if _, err := c.parser.ParseWithClaims(pass, cl, c.key); err != nil {
+		return verifiedPass{}, fmt.Errorf("%w: %v", ErrNotAdmitted, err)
+	}
+	v := verifiedPass{user: cl.Subject, event: cl.Event, expires: cl.ExpiresAt.Time}
+	if c.verified != nil {
+		c.verified.Add(sum, v)
+	}
+	return v, nil
 }
 
 func (c *Checker) key(t *jwt.Token) (any, error) {
