@@ -147,6 +147,8 @@ func holdStatements(event, user string, seats []int64) map[string][]any {
 		"write":                  writeArgs(writeHoldSQL, event, user, res, seats),
 		"write with promotion":   writeArgs(writeHoldPromoSQL, event, user, res, seats),
 		"write of several holds": writeBatchArgs(event, user, seats),
+		"alone":                  {holdAloneSQL, user, opHold, "k", []byte{1, 2, 3}, 201, res, event, seats, (*string)(nil), int32(3), KindInventoryChanged},
+		"alone with a promotion": {holdAloneSQL, user, opHold, "k", []byte{1, 2, 3}, 201, res, event, seats, "CODE", int32(3), KindInventoryChanged},
 		"release":                {releaseSeats, res},
 		"sell":                   {sellSeats, res},
 		"lock":                   {lockReservation, res},
