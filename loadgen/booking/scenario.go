@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +40,8 @@ type Scenario struct {
 	cart        int
 	after       int
 	postgresURL string
+	pgbench     string
+	pgbenchDB   string
 }
 
 // New returns the booking load scenario.
@@ -59,6 +62,8 @@ func (s *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.cart, "cart", 2, "seats per hold (1-6)")
 	fs.IntVar(&s.after, "after", 0, "also report the rate and latency of the holds after the first N (a sale well under way; 0: off)")
 	fs.StringVar(&s.postgresURL, "postgres-url", "", "database to verify ownership in (default: the development cluster under --data-dir)")
+	fs.StringVar(&s.pgbench, "pgbench", "", `run "pgbench -c 8 -j 2 -b tpcb-like -T 10" on the same PostgreSQL before and after the holds and report the ratio: a path to pgbench, or "auto" (the one on PATH)`)
+	fs.StringVar(&s.pgbenchDB, "pgbench-database", "presenced_pgbench", "pgbench's own database on the server of --postgres-url (created and initialised with pgbench -i when missing)")
 }
 
 type buyer struct {
@@ -73,6 +78,10 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 		return errors.New("--cart must be 1 to 6, --buyers positive, and --hot-seats at least --cart")
 	}
 	run := &bookingRun{s: s, r: r, base: strings.TrimRight(r.Options.Target, "/")}
+	bench, err := s.ceiling(ctx)
+	if err != nil {
+		return err
+	}
 	event, seats, err := run.createEvent(ctx)
 	if err != nil {
 		return err
@@ -81,8 +90,15 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	if err != nil {
 		return err
 	}
+	var before float64
+	if bench != nil {
+		if before, err = bench.measure(ctx); err != nil {
+			return err
+		}
+	}
 	r.Label("holds")
 	r.StartClock()
+	holdsFrom := time.Now()
 	if r.Options.Requests == 0 || r.Options.Requests > int64(len(buyers)) {
 		r.Options.Requests = int64(len(buyers))
 	}
@@ -114,6 +130,14 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 			return loadgen.StatusError(status)
 		}
 	})
+	holdsTook := time.Since(holdsFrom)
+	if bench != nil {
+		after, err := bench.measure(ctx)
+		if err != nil {
+			return err
+		}
+		r.AddFigure("ceiling", "%s", ceilingFigure(float64(outcomes[http.StatusCreated])/holdsTook.Seconds(), before, after))
+	}
 	var mix []string
 	for _, code := range []int{201, 409, 403, 422, 429, 503} {
 		mix = append(mix, fmt.Sprintf("%d:%d", code, outcomes[code]))
@@ -295,16 +319,43 @@ func (run *bookingRun) call(ctx context.Context, method, path string, hdr map[st
 	return nil
 }
 
+// postgres is the server's database: --postgres-url, or the development
+// cluster's.
+func (s *Scenario) postgres() (string, bool) {
+	if s.postgresURL != "" {
+		return s.postgresURL, true
+	}
+	return store.DevPostgresURL(s.secrets.DataDir)
+}
+
+// ceiling readies the pgbench runs of --pgbench (nil without it).
+func (s *Scenario) ceiling(ctx context.Context) (*ceiling, error) {
+	if s.pgbench == "" {
+		return nil, nil
+	}
+	bin, err := resolvePgbench(s.pgbench, exec.LookPath)
+	if err != nil {
+		return nil, err
+	}
+	dsn, ok := s.postgres()
+	if !ok {
+		return nil, fmt.Errorf("--pgbench needs --postgres-url or a development cluster in %s", s.secrets.DataDir)
+	}
+	u, err := pgbenchDatabaseURL(dsn, s.pgbenchDB)
+	if err != nil {
+		return nil, err
+	}
+	c := &ceiling{bin: bin, url: u}
+	return c, c.prepare(ctx, dsn, s.pgbenchDB)
+}
+
 // verify checks in SQL that no seat of the event has two live owners and
 // that every taken seat names its live item.
 func (run *bookingRun) verify(ctx context.Context, event string) error {
-	dsn := run.s.postgresURL
-	if dsn == "" {
-		var ok bool
-		if dsn, ok = store.DevPostgresURL(run.s.secrets.DataDir); !ok {
-			run.r.AddFigure("ownership check", "skipped: no --postgres-url and no development cluster in %s", run.s.secrets.DataDir)
-			return nil
-		}
+	dsn, ok := run.s.postgres()
+	if !ok {
+		run.r.AddFigure("ownership check", "skipped: no --postgres-url and no development cluster in %s", run.s.secrets.DataDir)
+		return nil
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
