@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
@@ -61,21 +62,47 @@ func TestHintsOfAnUncommittedHoldLapseInSeconds(t *testing.T) {
 	b.requireNoDoubleOwnership(t, event)
 }
 
-// Once committed, the hints live as long as the hold: contention on held
-// seats stays a cheap refusal.
-func TestCommittedHoldKeepsItsHintsForTheHoldTime(t *testing.T) {
+// Once committed, a hold's seats stay a cheap refusal: its hints keep
+// their claim time (the commit costs no second script call), and once they
+// lapse the first buyer PostgreSQL refuses a seat hints it again for its
+// holder, for the rest of the hold, while that buyer's own hints go and
+// its lease is put back where the gate found it. The next buyer is refused
+// by Redis.
+func TestCommittedHoldKeepsItsSeatsHinted(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *config.Booking) { c.HintClaimTTL = 5 * time.Second })
+	b := setup(t, func(c *config.Booking) { c.HintClaimTTL, c.StatementTimeout = time.Second, time.Second })
+	ctx := context.Background()
 	event, seats := b.event(t, "A:1x10@100")
+	_, _, err := b.hold(t, event, "first", "k", []int64{seats[0]}, "") // the process learns the event's hold time
+	require.NoError(t, err)
 	status, r, err := b.hold(t, event, "keeper", "k", []int64{seats[3]}, "")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, status)
-	hk := b.holds.hints.hintKeys(event, []int64{seats[3]})[0]
-	require.True(t, strings.HasPrefix(b.rdb.Get(context.Background(), hk).Val(), r.ID+"|"), "the hint names its reservation")
-	require.Greater(t, b.rdb.PTTL(context.Background(), hk).Val(), time.Minute, "extended to the hold's time")
-
+	hk := b.holds.hints.hintKeys(event, []int64{seats[3], seats[4]})
+	require.True(t, strings.HasPrefix(b.rdb.Get(ctx, hk[0]).Val(), r.ID+"|"), "the hint names its reservation")
+	require.LessOrEqual(t, b.rdb.PTTL(ctx, hk[0]).Val(), time.Second, "the claim time")
 	status, _, err = b.hold(t, event, "rival", "k", []int64{seats[3]}, "")
 	require.Equal(t, http.StatusConflict, status, "%v", err)
+	require.Equal(t, float64(1), testutil.ToFloat64(b.m.hintRejections), "refused by the hint")
+
+	testenv.Eventually(t, 10*time.Second, func() bool { return b.rdb.Exists(ctx, hk[0]).Val() == 0 }, "the claim lapsed")
+	late := b.uid("late")
+	pass := b.desk.admit(event, late)
+	leased, err := b.rdb.ZScore(ctx, b.desk.LeaseKey(event), late).Result()
+	require.NoError(t, err)
+	_, err = b.holds.Hold(ctx, holdInput{User: late, Event: event, Pass: pass, Key: "k", Seats: []int64{seats[3], seats[4]}})
+	require.Equal(t, http.StatusConflict, answerOf(err).Status, "%v", err)
+	require.True(t, strings.HasPrefix(b.rdb.Get(ctx, hk[0]).Val(), r.ID+"|"), "hinted again for its holder")
+	require.Greater(t, b.rdb.PTTL(ctx, hk[0]).Val(), time.Minute, "for the rest of the hold")
+	require.Zero(t, b.rdb.Exists(ctx, hk[1]).Val(), "the refused buyer's own hint is gone")
+	again, err := b.rdb.ZScore(ctx, b.desk.LeaseKey(event), late).Result()
+	require.NoError(t, err)
+	require.Equal(t, leased, again, "the refused buyer's lease is where the gate found it")
+
+	status, _, err = b.hold(t, event, "rival2", "k", []int64{seats[3]}, "")
+	require.Equal(t, http.StatusConflict, status, "%v", err)
+	require.Equal(t, float64(2), testutil.ToFloat64(b.m.hintRejections), "refused by the hint again")
+	b.requireNoDoubleOwnership(t, event)
 }
 
 // A retry of a committed hold answers its stored response whatever the

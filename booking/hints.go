@@ -22,6 +22,8 @@ var (
 	holdGateLua string
 	//go:embed lua/hold_extend.lua
 	holdExtendLua string
+	//go:embed lua/hold_undo.lua
+	holdUndoLua string
 	//go:embed lua/rate.lua
 	rateLua string
 
@@ -29,16 +31,20 @@ var (
 	rateScript  = store.NewScript("booking_rate", rateLua)
 )
 
-// holdScripts are a hold's two Redis calls: the gate (rate, admission
-// lease, seat hints) and the extension after the commit (lease, hints).
-// They start with the lease rules of internal/admission.
+// holdScripts are a hold's Redis calls: the gate (rate, admission lease,
+// seat hints, and the lease moved to the hold's time), the only one of a
+// hold that commits; the undo of a hold that took its hints and did not
+// commit; and the extension after the commit when the gate could not move
+// the lease (the first hold of an event in this process). They start with
+// the lease rules of internal/admission.
 type holdScripts struct {
-	gate, extend *store.Script
+	gate, undo, extend *store.Script
 }
 
 func newHoldScripts() holdScripts {
 	return holdScripts{
 		gate:   store.NewScript("booking_hold_gate", admission.LeaseLua()+hintLib+holdGateLua),
+		undo:   store.NewScript("booking_hold_undo", admission.LeaseLua()+hintLib+holdUndoLua),
 		extend: store.NewScript("booking_hold_extend", admission.LeaseLua()+hintLib+holdExtendLua),
 	}
 }

@@ -31,6 +31,10 @@ import (
 // RFC 3339 with the fraction's trailing zeros cut, as time.Time marshals
 // it (TestHoldAloneAnswersWhatTheTwoRoundTripsAnswered).
 //
+// Every lookup goes by a key, a holder's state tested outside the
+// lookup's WHERE as in selectHoldSeats, so the plans do not depend on
+// statistics (TestHoldQueryPlans).
+//
 // Holds that queue for a writer keep the batched path: group reads, prices
 // in Go, group commit (writeHoldsSQL), which costs fewer statements per
 // hold when there are many.
@@ -46,7 +50,7 @@ ev AS (
 	LEFT JOIN reservations r ON r.user_id = $1 AND r.event_id = $7 AND r.status = 'PENDING_PAYMENT'),
 stored AS (SELECT fingerprint, status_code, response FROM idempotency_keys WHERE user_id = $1 AND operation = $2 AND key = $3),
 seat AS (
-	SELECT s.id, s.event_id = $7 AS of_event, s.section_id, s.row_num, s.seat_num, s.status, s.base_price,
+	SELECT s.id, s.event_id = $7 AS of_event, s.section_id, s.row_num, s.seat_num, s.status, s.base_price, s.reservation_id,
 	       (SELECT CASE WHEN r.status = 'PENDING_PAYMENT' AND r.expires_at <= clock_timestamp() THEN r.id::text END
 	        FROM reservations r WHERE r.id = s.reservation_id) AS expired_holder,
 	       (SELECT c.seat_count FROM sections c WHERE c.event_id = s.event_id AND c.id = s.section_id) AS section_seats,
@@ -132,7 +136,10 @@ SELECT (SELECT count(*) FROM answer), (SELECT count(*) FROM reservation), (SELEC
        p.discount_bps, p.max_uses, p.used, p.expired,
        CASE WHEN NOT v.ok THEN (SELECT json_agg(json_build_object('id', id, 'ofEvent', of_event, 'section', section_id,
            'row', row_num, 'num', seat_num, 'status', status, 'basePrice', base_price, 'expiredHolder', expired_holder,
-           'sectionSeats', section_seats, 'sectionTaken', section_taken) ORDER BY id) FROM seat) END
+           'sectionSeats', section_seats, 'sectionTaken', section_taken,
+           'holder', (SELECT CASE WHEN r.status = 'PENDING_PAYMENT' AND r.expires_at > clock_timestamp()
+                        THEN r.id::text || ':' || greatest(1, floor(extract(epoch FROM r.expires_at - clock_timestamp()) * 1000))::bigint END
+                      FROM reservations r WHERE r.id = seat.reservation_id)) ORDER BY id) FROM seat) END
 FROM verdict v
 LEFT JOIN ev ON true
 LEFT JOIN stored st ON true
@@ -150,6 +157,7 @@ type aloneSeat struct {
 	ExpiredHolder *string `json:"expiredHolder"`
 	SectionSeats  *int64  `json:"sectionSeats"`
 	SectionTaken  *int64  `json:"sectionTaken"`
+	Holder        *string `json:"holder"`
 }
 
 // holdAlone runs the hold in one statement when a writer is free and no
@@ -165,9 +173,10 @@ func (h *holdsPlane) holdAlone(ctx context.Context, in holdInput, seats []int64,
 }
 
 // runAlone sends the timeouts and holdAloneSQL in one pipelined batch,
-// one implicit transaction.
+// one implicit transaction. Like a batch of writes, it does not end with
+// the request: the statement and lock timeouts bound it.
 func (h *holdsPlane) runAlone(ctx context.Context, in holdInput, seats []int64, fp []byte, resID string) ([]byte, *holdView, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout+h.cfg.LockTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*(h.cfg.StatementTimeout+h.cfg.LockTimeout))
 	defer cancel()
 	var promo *string
 	if in.PromoCode != "" {
@@ -199,7 +208,7 @@ func scanAlone(row pgx.Row) ([]byte, *holdView, error) {
 	var counts [8]int64
 	var ok bool
 	var body []byte
-	var ev struct {
+	var col struct {
 		currency          *string
 		startsAt, now     *time.Time
 		holdMinutes       *int
@@ -215,31 +224,31 @@ func scanAlone(row pgx.Row) ([]byte, *holdView, error) {
 		seatsJSON         []byte
 	}
 	err := row.Scan(&counts[0], &counts[1], &counts[2], &counts[3], &counts[4], &counts[5], &counts[6], &counts[7],
-		&ok, &body, &ev.currency, &ev.startsAt, &ev.holdMinutes, &ev.now, &ev.open, &ev.pendingID, &ev.pendingDue,
-		&ev.storedFP, &ev.storedStatus, &ev.storedBody, &ev.discount, &ev.maxUses, &ev.used, &ev.expired, &ev.seatsJSON)
+		&ok, &body, &col.currency, &col.startsAt, &col.holdMinutes, &col.now, &col.open, &col.pendingID, &col.pendingDue,
+		&col.storedFP, &col.storedStatus, &col.storedBody, &col.discount, &col.maxUses, &col.used, &col.expired, &col.seatsJSON)
 	if err != nil {
 		return nil, nil, err
 	}
 	v := &holdView{}
-	if ev.currency != nil {
-		v.event = &eventRow{currency: *ev.currency, startsAt: *ev.startsAt, holdMinutes: *ev.holdMinutes, now: *ev.now}
-		v.open = *ev.open
-		if ev.pendingID != nil {
-			v.pendingID, v.pendingDue = *ev.pendingID, *ev.pendingDue
+	if col.currency != nil {
+		v.event = &eventRow{currency: *col.currency, startsAt: *col.startsAt, holdMinutes: *col.holdMinutes, now: *col.now}
+		v.open = *col.open
+		if col.pendingID != nil {
+			v.pendingID, v.pendingDue = *col.pendingID, *col.pendingDue
 		}
 	}
 	if ok {
 		return body, v, nil
 	}
-	if ev.storedStatus != nil {
-		v.stored = &storedAnswer{fingerprint: ev.storedFP, result: holdResult{Status: *ev.storedStatus, Body: ev.storedBody}}
+	if col.storedStatus != nil {
+		v.stored = &storedAnswer{fingerprint: col.storedFP, result: holdResult{Status: *col.storedStatus, Body: col.storedBody}}
 	}
-	if ev.discount != nil {
-		v.promo = &promotionRow{discountBps: *ev.discount, maxUses: int(*ev.maxUses), used: int(*ev.used), expired: *ev.expired}
+	if col.discount != nil {
+		v.promo = &promotionRow{discountBps: *col.discount, maxUses: int(*col.maxUses), used: int(*col.used), expired: *col.expired}
 	}
 	var rows []aloneSeat
-	if len(ev.seatsJSON) > 0 {
-		if err := json.Unmarshal(ev.seatsJSON, &rows); err != nil {
+	if len(col.seatsJSON) > 0 {
+		if err := json.Unmarshal(col.seatsJSON, &rows); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -253,6 +262,9 @@ func scanAlone(row pgx.Row) ([]byte, *holdView, error) {
 		}
 		if r.SectionTaken != nil {
 			s.sectionTaken = *r.SectionTaken
+		}
+		if r.Holder != nil {
+			s.liveHolder = *r.Holder
 		}
 		v.seats = append(v.seats, s)
 	}

@@ -89,6 +89,10 @@ type seatRow struct {
 	expiredHolder string
 	// How many seats the seat's section has and how many are taken.
 	sectionSeats, sectionTaken int64
+	// liveHolder is the pending reservation holding the seat and the
+	// milliseconds left of its hold, "<reservation>:<ms>", as the one
+	// statement of a hold alone reads it (holdAloneSQL), or "".
+	liveHolder string
 }
 
 // storedAnswer is the stored response of an idempotency key.
@@ -262,6 +266,22 @@ func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult,
 		}
 	}
 	return nil, nil
+}
+
+// rehints are the seats a refusal says are taken whose live holder the
+// view knows, as undo hints them again (seat → "<reservation>:<ms>").
+func (v *holdView) rehints(err error) map[int64]string {
+	var taken *SeatsTakenError
+	if !errors.As(err, &taken) {
+		return nil
+	}
+	out := map[int64]string{}
+	for _, s := range v.seats {
+		if s.liveHolder != "" && slices.Contains(taken.Seats, s.id) {
+			out[s.id] = s.liveHolder
+		}
+	}
+	return out
 }
 
 // reclaims lists the reservations the hold must end first, in id order:

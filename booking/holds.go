@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,6 +33,7 @@ type holdsPlane struct {
 	leases    *admission.Leases
 	readers   *holdReaders
 	writers   *holdWriters
+	holdTimes holdTimes
 	cfg       config.Booking
 	m         *metrics
 	log       *slog.Logger
@@ -99,14 +101,14 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 	resID := uuid.Must(uuid.NewV7()).String() // time-ordered: inserts stay at the index tail
 	// The hints come before PostgreSQL, in the gate's one script call: a
 	// buyer who wants a hinted seat is refused without a round trip to
-	// it. They are taken for a short claim and get the hold's time once it
-	// commits, so a process dying before the commit blocks nobody for
-	// long. A retry of the same request is not refused by its own hints
-	// (holdClaim): PostgreSQL answers it.
-	taken, hinted, err := h.gates(ctx, in, seats, resID)
+	// it. They are taken for a short claim only, so a process dying before
+	// the commit blocks nobody for long; a seat PostgreSQL refuses as held
+	// is hinted again for its holder (undo). A retry of the same request
+	// is not refused by its own hints (holdClaim): PostgreSQL answers it.
+	g, err := h.gates(ctx, in, seats, resID)
 	if err != nil {
-		if hinted {
-			h.releaseAfter(ctx, &released{id: resID, event: in.Event, seats: seats}, false)
+		if g.hinted {
+			h.undo(ctx, in, seats, resID, g, nil)
 		}
 		// A retry of a committed hold gets its stored answer whatever the
 		// gates say now: the lease ends with a cancel or its time, Redis
@@ -119,7 +121,7 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		}
 		return holdResult{}, err
 	}
-	if taken != 0 {
+	if g.taken != 0 {
 		// A retry of a committed hold whose seats another buyer hints
 		// now (it was cancelled or expired since) gets its stored answer,
 		// as past the gates.
@@ -128,16 +130,20 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 			return stored, nil
 		}
 		h.m.hintRejections.Inc()
-		return holdResult{}, seatsTaken([]int64{taken})
+		return holdResult{}, seatsTaken([]int64{g.taken})
 	}
 	committed := false
+	var rehint map[int64]string
 	defer func() {
 		if !committed {
-			h.releaseAfter(ctx, &released{id: resID, event: in.Event, seats: seats}, false)
+			h.undo(ctx, in, seats, resID, g, rehint)
 		}
 	}()
 
 	body, view, alone, err := h.holdAlone(ctx, in, seats, fp, resID)
+	if view != nil && view.event != nil {
+		h.holdTimes.remember(in.Event, view.event.holdMinutes)
+	}
 	switch {
 	case errors.Is(err, errKeyTaken):
 		return h.answerConcurrentRetry(ctx, in, fp)
@@ -145,8 +151,7 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		return holdResult{}, err
 	case body != nil:
 		committed = true
-		h.afterCommit(ctx, in, seats, resID, time.Duration(view.event.holdMinutes)*time.Minute,
-			view.event.now.Add(time.Duration(view.event.holdMinutes)*time.Minute))
+		h.afterGate(ctx, in, seats, resID, g, view.event)
 		return holdResult{Status: http.StatusCreated, Body: body}, nil
 	case !alone:
 		// Every writer is busy: the hold reads, then queues for a batch.
@@ -160,6 +165,7 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		return *replay, nil
 	}
 	if err != nil {
+		rehint = view.rehints(err)
 		return holdResult{}, err
 	}
 	p, err := h.price(in, fp, resID, view)
@@ -179,8 +185,7 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		return holdResult{}, err
 	}
 	committed = true
-	holdFor := time.Duration(view.event.holdMinutes) * time.Minute
-	h.afterCommit(ctx, in, seats, resID, holdFor, p.expiresAt)
+	h.afterGate(ctx, in, seats, resID, g, view.event)
 	for _, r := range ended {
 		// The user's own previous checkout ended: their admission lease
 		// now belongs to this hold and stays.
@@ -209,6 +214,40 @@ func (h *holdsPlane) answerConcurrentRetry(ctx context.Context, in holdInput, fp
 	return r, nil
 }
 
+// afterGate finishes the Redis part of a committed hold: nothing when the
+// gate moved the lease to the hold's time (the common case: one script
+// call per hold), else the extension after the commit. The hints keep
+// their claim time: once it is over, the seats' rows say HELD, and the
+// first buyer PostgreSQL refuses one of them hints it again for its
+// holder (undo), so later buyers are refused by Redis again.
+func (h *holdsPlane) afterGate(ctx context.Context, in holdInput, seats []int64, resID string, g gate, ev *eventRow) {
+	holdFor := time.Duration(ev.holdMinutes) * time.Minute
+	if g.leaseSet != 0 && g.holdFor == holdFor {
+		return
+	}
+	h.afterCommit(ctx, in, seats, resID, holdFor, ev.now.Add(holdFor))
+}
+
+// undo is the Redis part of a hold that took its hints and did not commit,
+// in one script call (hold_undo.lua): its hints dropped, the lease put
+// back where the gate found it, and the seats of rehint (seat →
+// "<holder>:<ms>") hinted for the reservation PostgreSQL said holds them.
+func (h *holdsPlane) undo(ctx context.Context, in holdInput, seats []int64, resID string, g gate, rehint map[int64]string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	keys := append([]string{h.hints.leaseKey(in.Event)}, h.hints.hintKeys(in.Event, seats)...)
+	args := []any{in.User, resID, g.leaseWas, g.leaseSet}
+	for _, s := range seats {
+		args = append(args, rehint[s])
+	}
+	if err := h.scripts.undo.Run(ctx, h.rdb, keys, args...).Err(); err != nil {
+		// The hints lapse after their claim time; the lease keeps the
+		// hold's time at worst.
+		h.m.hintErrors.Inc()
+		h.log.Debug("undo a hold's seat hints and lease", "err", err)
+	}
+}
+
 // afterCommit extends the buyer's admission lease to the hold duration and
 // the seat hints to the hold's time, in one script call. A failure leaves
 // the hold standing: PostgreSQL owns it.
@@ -234,43 +273,55 @@ func (h *holdsPlane) afterCommit(ctx context.Context, in holdInput, seats []int6
 	}
 }
 
+// gate is what the gates' script call did.
+type gate struct {
+	taken  int64 // the seat another request hints (0: none)
+	hinted bool  // the cart's hints were taken (to undo on a refusal)
+	// The lease's expiry before the call and the one it set (0: it set
+	// none), in Redis milliseconds, and the hold's time it set it for.
+	leaseWas, leaseSet int64
+	holdFor            time.Duration
+}
+
 // gates are the cheap refusals before any row lock, in one script call
 // (hold_gate.lua): the user's rate, the admission lease, and the cart's
-// seat hints, each only if the one before let it through; then the pass
-// itself, the costly part, which a rate-limited attempt does not pay for.
-// It returns the seat another request hints (0: none), and whether the
-// cart's hints were taken (to release on a refusal).
-func (h *holdsPlane) gates(ctx context.Context, in holdInput, seats []int64, resID string) (int64, bool, error) {
+// seat hints, each only if the one before let it through, and then the
+// lease moved to the hold's time (when this process knows the event's);
+// then the pass itself, the costly part, which a rate-limited attempt
+// does not pay for.
+func (h *holdsPlane) gates(ctx context.Context, in holdInput, seats []int64, resID string) (gate, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.leases.Timeout())
 	defer cancel()
 	keys := []string{h.hints.leaseKey(in.Event), h.hints.rateKey(in.Event, in.User)}
 	if in.Pass != "" { // without one only the rate is counted: the hold is refused
 		keys = append(keys, h.hints.hintKeys(in.Event, seats)...)
 	}
+	g := gate{holdFor: time.Duration(h.holdTimes.get(in.Event)) * time.Minute}
 	res, err := h.scripts.gate.Run(ctx, h.rdb, keys, in.User, time.Minute.Milliseconds(), h.cfg.HoldsPerMinute,
-		resID, holdClaim(in.User, in.Key), max(h.cfg.HintClaimTTL.Milliseconds(), 1)).Int64Slice()
-	if err != nil || len(res) != 3 {
+		resID, holdClaim(in.User, in.Key), max(h.cfg.HintClaimTTL.Milliseconds(), 1), g.holdFor.Milliseconds()).Int64Slice()
+	if err != nil || len(res) != 5 {
 		h.m.hintErrors.Inc()
-		return 0, false, refusal.Busy(time.Second, "rate limiter, admission and seat hints unavailable; retry")
+		return gate{}, refusal.Busy(time.Second, "rate limiter, admission and seat hints unavailable; retry")
 	}
 	switch outcome := res[0]; {
 	case outcome == 1:
-		return 0, false, rateLimited(time.Duration(res[2]) * time.Millisecond)
+		return gate{}, rateLimited(time.Duration(res[2]) * time.Millisecond)
 	case in.Pass == "":
-		return 0, false, errNoPass
+		return gate{}, errNoPass
 	case outcome == 2:
-		return 0, false, admissionRefusal(fmt.Errorf("%w: no live lease", ErrNotAdmitted))
+		return gate{}, admissionRefusal(fmt.Errorf("%w: no live lease", ErrNotAdmitted))
 	case outcome > 2 && outcome-2 <= int64(len(seats)):
 		// Another request hints a seat: no hint was taken. The pass is
 		// still checked first, so that a bad pass is told 403 as before.
 		if err := admissionRefusal(h.admission.CheckPass(in.Pass, in.Event, in.User)); err != nil {
-			return 0, false, err
+			return gate{}, err
 		}
-		return seats[outcome-3], false, nil
+		return gate{taken: seats[outcome-3]}, nil
 	case outcome != 0:
-		return 0, false, refusal.Busy(time.Second, "seat hints unavailable; retry")
+		return gate{}, refusal.Busy(time.Second, "seat hints unavailable; retry")
 	}
-	return 0, true, admissionRefusal(h.admission.CheckPass(in.Pass, in.Event, in.User))
+	g.hinted, g.leaseWas, g.leaseSet = true, res[3], res[4]
+	return g, admissionRefusal(h.admission.CheckPass(in.Pass, in.Event, in.User))
 }
 
 // lookupStored reads the stored answer of the request's key, if any.
@@ -408,4 +459,35 @@ func (h *holdsPlane) releaseAfter(ctx context.Context, r *released, endLease boo
 			h.log.Debug("release admission lease", "err", err)
 		}
 	}
+}
+
+// holdTimes remembers each event's hold time, as its holds read it, so
+// that the gate can move the lease to it before the hold commits. An event
+// keeps its hold time; one deleted and created again with another is
+// caught after the commit (afterGate compares).
+type holdTimes struct {
+	mu      sync.Mutex
+	minutes map[string]int
+}
+
+// maxHoldTimes bounds the events remembered: past it they are forgotten
+// at once, and the next hold of each pays a second script call.
+const maxHoldTimes = 4096
+
+func (t *holdTimes) get(event string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.minutes[event]
+}
+
+func (t *holdTimes) remember(event string, minutes int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.minutes[event] == minutes {
+		return
+	}
+	if t.minutes == nil || len(t.minutes) >= maxHoldTimes {
+		t.minutes = map[string]int{}
+	}
+	t.minutes[event] = minutes
 }

@@ -37,3 +37,18 @@ local function hint_extend(keys, from, owner, ttl)
   end
   return n
 end
+
+-- Owner-checked release of keys[from..]: a late release never deletes the
+-- hint of the next buyer of the same seat. Returns how many it dropped.
+local function hint_drop(keys, from, owner)
+  local prefix = owner .. '|'
+  local n = 0
+  for i = from, #keys do
+    local v = redis.call('GET', keys[i])
+    if v and string.sub(v, 1, #prefix) == prefix then
+      redis.call('DEL', keys[i])
+      n = n + 1
+    end
+  end
+  return n
+end
