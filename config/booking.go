@@ -27,9 +27,11 @@ type Booking struct {
 	// The expiry worker's period and batch.
 	ExpiryInterval time.Duration `yaml:"expiry_interval"`
 	ExpiryBatch    int           `yaml:"expiry_batch"`
-	// HintClaimTTL is how long a seat hint lives until its hold commits
-	// (then it lives as long as the hold): a process that dies between
-	// the hint and the commit blocks the seats this long, not the hold time.
+	// HintClaimTTL is how long a seat hint a hold takes lives (a commit
+	// does not extend it: that would be a second Redis call; a seat
+	// PostgreSQL refuses as held is hinted again for the rest of its
+	// hold): a process that dies between the hint and the commit blocks
+	// the seats this long, not the hold time.
 	HintClaimTTL time.Duration `yaml:"hint_claim_ttl"`
 	// Stored idempotent responses are kept this long.
 	IdempotencyTTL time.Duration `yaml:"idempotency_ttl"`
