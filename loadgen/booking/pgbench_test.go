@@ -25,7 +25,7 @@ func TestPgbenchFlags(t *testing.T) {
 	s.Flags(fs)
 	require.NoError(t, fs.Parse(nil))
 	require.Empty(t, s.pgbench, "off unless asked for")
-	require.Equal(t, "presenced_pgbench", s.pgbenchDB)
+	require.Equal(t, "loadgen_pgbench", s.pgbenchDB)
 	require.NoError(t, fs.Parse([]string{"--pgbench", "auto", "--pgbench-database", "ceiling"}))
 	require.Equal(t, "auto", s.pgbench)
 	require.Equal(t, "ceiling", s.pgbenchDB)
@@ -53,9 +53,9 @@ func TestPgbenchFlags(t *testing.T) {
 // pgbench's database is the holds' server, user and options with another
 // database name, whichever form the URL has.
 func TestPgbenchDatabaseURL(t *testing.T) {
-	u, err := pgbenchDatabaseURL("postgres://owner:s3cret@127.0.0.1:5433/presenced?sslmode=disable", "presenced_pgbench")
+	u, err := pgbenchDatabaseURL("postgres://owner:s3cret@127.0.0.1:5433/presenced?sslmode=disable", "loadgen_pgbench")
 	require.NoError(t, err)
-	require.Equal(t, "postgres://owner:s3cret@127.0.0.1:5433/presenced_pgbench?sslmode=disable", u)
+	require.Equal(t, "postgres://owner:s3cret@127.0.0.1:5433/loadgen_pgbench?sslmode=disable", u)
 	u, err = pgbenchDatabaseURL("postgresql://127.0.0.1/", "bench")
 	require.NoError(t, err)
 	require.Equal(t, "postgresql://127.0.0.1/bench", u)

@@ -63,7 +63,7 @@ func (s *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.after, "after", 0, "also report the rate and latency of the holds after the first N (a sale well under way; 0: off)")
 	fs.StringVar(&s.postgresURL, "postgres-url", "", "database to verify ownership in (default: the development cluster under --data-dir)")
 	fs.StringVar(&s.pgbench, "pgbench", "", `run "pgbench -c 8 -j 2 -b tpcb-like -T 10" on the same PostgreSQL before and after the holds and report the ratio: a path to pgbench, or "auto" (the one on PATH)`)
-	fs.StringVar(&s.pgbenchDB, "pgbench-database", "presenced_pgbench", "pgbench's own database on the server of --postgres-url (created and initialised with pgbench -i when missing)")
+	fs.StringVar(&s.pgbenchDB, "pgbench-database", "loadgen_pgbench", "pgbench's own database on the server of --postgres-url (created and initialised with pgbench -i when missing)")
 }
 
 type buyer struct {
