@@ -27,6 +27,8 @@ var (
 	ErrSaleClosed         = errors.New("the sale of this event is not open")
 	ErrPendingCheckout    = errors.New("a checkout is already in progress")
 	ErrSeatsUnavailable   = errors.New("a seat of the cart was taken")
+	ErrNoSeatsAvailable   = errors.New("no seats of the section fit the request")
+	ErrSeatsBeingHeld     = errors.New("another buyer is holding a seat of the cart right now")
 	ErrUnknownSeats       = errors.New("seats that are not seats of this event")
 	ErrUnknownRoomType    = errors.New("not a room type of this hotel")
 	ErrRoomsUnavailable   = errors.New("not enough rooms free on every night")
@@ -61,6 +63,23 @@ type SeatsTakenError struct{ Seats []int64 }
 
 func (e *SeatsTakenError) Error() string { return fmt.Sprintf("seats %v are not available", e.Seats) }
 func (e *SeatsTakenError) Unwrap() error { return ErrSeatsUnavailable }
+
+// NoSeatsError refuses a best-available hold that no free seats of the
+// section fit: Free seats of the section are neither held nor sold (too
+// few, not adjacent, or over the buyer's maxPrice: OverMaxPrice).
+type NoSeatsError struct {
+	Section      string
+	Free         int64
+	OverMaxPrice bool
+}
+
+func (e *NoSeatsError) Error() string {
+	if e.OverMaxPrice {
+		return fmt.Sprintf("the best seats of section %s cost more than maxPrice now", e.Section)
+	}
+	return fmt.Sprintf("no free seats of section %s fit the request (%d free)", e.Section, e.Free)
+}
+func (e *NoSeatsError) Unwrap() error { return ErrNoSeatsAvailable }
 
 // UnknownSeatsError refuses a hold naming seats the event does not have.
 type UnknownSeatsError struct{ Seats []int64 }

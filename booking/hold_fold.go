@@ -31,6 +31,10 @@ import (
 // RFC 3339 with the fraction's trailing zeros cut, as time.Time marshals
 // it (TestHoldAloneAnswersWhatTheTwoRoundTripsAnswered).
 //
+// A seat another transaction holds locked right now is skipped (SKIP
+// LOCKED) and seats_all_locked then refuses the hold at once, as
+// seats_being_held, instead of letting it queue on a hot seat's lock.
+//
 // Every lookup goes by a key, a holder's state tested outside the
 // lookup's WHERE as in selectHoldSeats, so the plans do not depend on
 // statistics (TestHoldQueryPlans).
@@ -102,10 +106,12 @@ answer AS (
 reservation AS (
 	INSERT INTO reservations (id, event_id, user_id, status, expires_at, total, currency, promo_code)
 	SELECT $6::uuid, $7, $1, 'PENDING_PAYMENT', expires_at, total, currency, $9 FROM hold RETURNING 1),
-wanted AS (SELECT id FROM seats WHERE id = ANY($8) AND (SELECT ok FROM verdict) ORDER BY id FOR UPDATE),
+wanted AS (SELECT id FROM seats WHERE id = ANY($8) AND (SELECT ok FROM verdict) ORDER BY id FOR UPDATE SKIP LOCKED),
+all_locked AS (SELECT CASE WHEN (SELECT ok FROM verdict)
+	THEN seats_all_locked(cardinality($8::bigint[]), (SELECT count(*) FROM wanted)) ELSE true END AS ok),
 held AS (
 	UPDATE seats s SET status = 'HELD', reservation_id = $6::uuid, version = s.version + 1
-	FROM wanted WHERE s.id = wanted.id RETURNING 1),
+	FROM wanted, all_locked WHERE s.id = wanted.id AND all_locked.ok RETURNING 1),
 items AS (
 	INSERT INTO reservation_items (reservation_id, seat_id, section_id, base_price, surge_bps, discount, price_at_lock, status)
 	SELECT $6::uuid, id, section_id, base_price, surge_bps, discount, price, 'HELD'

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/internal/refusal"
 	"github.com/presenced/presenced/internal/validate"
 	"github.com/presenced/presenced/web/wire"
 )
@@ -48,6 +49,8 @@ var refusals = []wire.Refusal{
 	{Kind: ErrSaleClosed, Status: http.StatusConflict, Code: "sale_closed"},
 	{Kind: ErrPendingCheckout, Status: http.StatusConflict, Code: "pending_checkout"},
 	{Kind: ErrSeatsUnavailable, Status: http.StatusConflict, Code: "seats_unavailable"},
+	{Kind: ErrNoSeatsAvailable, Status: http.StatusConflict, Code: "no_seats_available"},
+	{Kind: ErrSeatsBeingHeld, Status: http.StatusConflict, Code: "seats_being_held"},
 	{Kind: ErrUnknownSeats, Status: http.StatusBadRequest, Code: "unknown_seats"},
 	{Kind: ErrUnknownRoomType, Status: http.StatusBadRequest, Code: "unknown_room_type"},
 	{Kind: ErrRoomsUnavailable, Status: http.StatusConflict, Code: "rooms_unavailable"},
@@ -76,6 +79,7 @@ func httpError(err error) error {
 	var unknown *UnknownSeatsError
 	var pending *PendingCheckoutError
 	var full *RoomsFullError
+	var none *NoSeatsError
 	var details map[string]any
 	switch {
 	case err == nil:
@@ -88,6 +92,11 @@ func httpError(err error) error {
 		details = map[string]any{"reservation": pending.Reservation}
 	case errors.As(err, &full):
 		details = map[string]any{"nights": full.Nights}
+	case errors.As(err, &none):
+		details = map[string]any{"section": none.Section, "free": none.Free}
+	case errors.Is(err, ErrSeatsBeingHeld):
+		// Retry-After counts whole seconds; a client may come back sooner.
+		details = map[string]any{"retryAfterMs": refusal.RetryAfter(err).Milliseconds()}
 	}
 	answer := wire.Refused(err, refusals)
 	if e, ok := answer.(*wire.Error); ok && details != nil {
@@ -105,9 +114,15 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
+// holdBody names seats, or asks for the best available of a section
+// (best_available.go).
 type holdBody struct {
 	Seats     []int64 `json:"seats"`
 	PromoCode string  `json:"promoCode,omitempty"`
+	Section   *string `json:"section"`
+	Quantity  int     `json:"quantity"`
+	Adjacent  bool    `json:"adjacent"`
+	MaxPrice  int64   `json:"maxPrice"`
 }
 
 func (h *holdsPlane) postHold(c echo.Context) error {
@@ -122,14 +137,25 @@ func (h *holdsPlane) postHold(c echo.Context) error {
 		status = http.StatusBadRequest
 		return err
 	}
-	res, err := h.Hold(c.Request().Context(), holdInput{
+	in := holdInput{
 		User:      auth.UserID(c),
 		Event:     c.Param("event"),
 		Pass:      c.Request().Header.Get(HeaderAdmissionPass),
 		Key:       c.Request().Header.Get(HeaderIdempotencyKey),
 		Seats:     body.Seats,
 		PromoCode: body.PromoCode,
-	})
+	}
+	var res holdResult
+	var err error
+	switch {
+	case body.Section == nil && (body.Quantity != 0 || body.Adjacent || body.MaxPrice != 0):
+		err = refusal.Invalid("quantity, adjacent and maxPrice ask for the best seats of a section: name the section")
+	case body.Section != nil:
+		res, err = h.HoldBest(c.Request().Context(), in,
+			bestInput{Section: *body.Section, Quantity: body.Quantity, Adjacent: body.Adjacent, MaxPrice: body.MaxPrice})
+	default:
+		res, err = h.Hold(c.Request().Context(), in)
+	}
 	if err != nil {
 		err = httpError(err)
 		status = statusOf(err)

@@ -80,6 +80,15 @@ type SeatMapView struct {
 	Seats     []SeatView    `json:"seats"`
 }
 
+// SectionsView is the overview of an event's sections, without seats
+// (GET /v1/events/{event}/sections): what a sale page opens on.
+type SectionsView struct {
+	Event     string        `json:"event"`
+	Currency  string        `json:"currency"`
+	SeatCount int           `json:"seatCount"`
+	Sections  []SectionView `json:"sections"`
+}
+
 // SectionView summarises a section with its current price multiplier
 // (advisory: the hold freezes the price that counts).
 type SectionView struct {

@@ -18,6 +18,20 @@ const seatOrder = "section,row,number"
 // they show availability, never who holds what.
 func (s *seatMap) RoutesSeats(g *echo.Group) {
 	g.Match([]string{http.MethodGet, http.MethodHead}, "/v1/events/:event/seats", answered(s.getSeats))
+	g.GET("/v1/events/:event/sections", answered(s.getSections))
+}
+
+// getSections answers the sections of the seat map without their seats:
+// from the same cached snapshot, a few hundred bytes instead of a map of
+// every seat.
+func (s *seatMap) getSections(c echo.Context) error {
+	l, packed, err := s.current(c.Request().Context(), c.Param("event"))
+	if err != nil {
+		return err
+	}
+	v := l.view(packed, 0, 0, time.Now())
+	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=1")
+	return c.JSON(http.StatusOK, SectionsView{Event: v.Event, Currency: v.Currency, SeatCount: len(l.seats), Sections: v.Sections})
 }
 
 func (s *seatMap) getSeats(c echo.Context) error {

@@ -64,6 +64,8 @@ func constraintRefusal(pgErr *pgconn.PgError) error {
 		return ErrSeatsUnavailable
 	case "23514 promotion_within_cap":
 		return ErrPromotionExhausted
+	case "PBH01 seats_being_held":
+		return seatsBeingHeld()
 	}
 	return nil
 }

@@ -145,7 +145,10 @@ func (h *holdsPlane) price(in holdInput, fp []byte, resID string, v *holdView) (
 //     waits here for the first and is then answered its stored response;
 //   - one_active_checkout: a second checkout of the user;
 //   - the seats, locked in id order (overlapping carts cannot deadlock),
-//     become HELD only from AVAILABLE (seat_held_only_when_available);
+//     become HELD only from AVAILABLE (seat_held_only_when_available); a
+//     seat another transaction has locked is skipped, and seats_all_locked
+//     then refuses the hold at once (seats_being_held) rather than let it
+//     queue on a hot seat's lock;
 //   - one_live_owner_per_seat, as ever;
 //   - promotion_within_cap and promotion_uses' key.
 const (
@@ -171,10 +174,11 @@ WITH answer AS (
 reservation AS (
 	INSERT INTO reservations (id, event_id, user_id, status, expires_at, total, currency, promo_code)
 	VALUES ($7, $8, $1, 'PENDING_PAYMENT', $9, $10, $11, $12) RETURNING 1),
-wanted AS (SELECT id FROM seats WHERE id = ANY($13) ORDER BY id FOR UPDATE),
+wanted AS (SELECT id FROM seats WHERE id = ANY($13) ORDER BY id FOR UPDATE SKIP LOCKED),
+all_locked AS (SELECT seats_all_locked(cardinality($13::bigint[]), (SELECT count(*) FROM wanted)) AS ok),
 held AS (
 	UPDATE seats s SET status = 'HELD', reservation_id = $7, version = s.version + 1
-	FROM wanted WHERE s.id = wanted.id RETURNING 1),
+	FROM wanted, all_locked WHERE s.id = wanted.id AND all_locked.ok RETURNING 1),
 items AS (
 	INSERT INTO reservation_items (reservation_id, seat_id, section_id, base_price, surge_bps, discount, price_at_lock, status)
 	SELECT $7, *, 'HELD' FROM unnest($13::bigint[], $14::text[], $15::bigint[], $16::int[], $17::bigint[], $18::bigint[])

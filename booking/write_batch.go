@@ -116,11 +116,12 @@ reservation AS (
 	INSERT INTO reservations (id, event_id, user_id, status, expires_at, total, currency)
 	SELECT id, event_id, user_id, 'PENDING_PAYMENT', expires_at, total, currency FROM hold
 	ORDER BY user_id, event_id RETURNING 1),
-wanted AS (SELECT id FROM seats WHERE id = ANY($11) ORDER BY id FOR UPDATE),
+wanted AS (SELECT id FROM seats WHERE id = ANY($11) ORDER BY id FOR UPDATE SKIP LOCKED),
+all_locked AS (SELECT seats_all_locked(cardinality($11::bigint[]), (SELECT count(*) FROM wanted)) AS ok),
 held AS (
 	UPDATE seats s SET status = 'HELD', reservation_id = ($10::uuid[])[array_position($11::bigint[], s.id)],
 		version = s.version + 1
-	FROM wanted WHERE s.id = wanted.id RETURNING 1),
+	FROM wanted, all_locked WHERE s.id = wanted.id AND all_locked.ok RETURNING 1),
 items AS (
 	INSERT INTO reservation_items (reservation_id, seat_id, section_id, base_price, surge_bps, discount, price_at_lock, status)
 	SELECT *, 'HELD' FROM unnest($10::uuid[], $11::bigint[], $12::text[], $13::bigint[], $14::int[], $15::bigint[], $16::bigint[])

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os/exec"
@@ -42,6 +43,10 @@ type Scenario struct {
 	postgresURL string
 	pgbench     string
 	pgbenchDB   string
+	// bestSection: the hot group asks for the best available seats of this
+	// section instead of naming the hot seats ("": they name seats).
+	bestSection string
+	adjacent    bool
 }
 
 // New returns the booking load scenario.
@@ -61,6 +66,8 @@ func (s *Scenario) Flags(fs *pflag.FlagSet) {
 	fs.Float64Var(&s.hotFraction, "hot-fraction", 0.5, "share of buyers racing for the hot seats (the others are dealt distinct seats)")
 	fs.IntVar(&s.cart, "cart", 2, "seats per hold (1-6)")
 	fs.IntVar(&s.after, "after", 0, "also report the rate and latency of the holds after the first N (a sale well under way; 0: off)")
+	fs.StringVar(&s.bestSection, "best-available", "", "the hot group asks for the best --cart seats of this section (POST …/holds {section, quantity}) instead of naming the hot seats")
+	fs.BoolVar(&s.adjacent, "adjacent", true, "with --best-available: the seats side by side in one row")
 	fs.StringVar(&s.postgresURL, "postgres-url", "", "database to verify ownership in (default: the development cluster under --data-dir)")
 	fs.StringVar(&s.pgbench, "pgbench", "", `run "pgbench -c 8 -j 2 -b tpcb-like -T 10" on the same PostgreSQL before and after the holds and report the ratio: a path to pgbench, or "auto" (the one on PATH)`)
 	fs.StringVar(&s.pgbenchDB, "pgbench-database", "loadgen_pgbench", "pgbench's own database on the server of --postgres-url (created and initialised with pgbench -i when missing)")
@@ -106,17 +113,26 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 	outcomes := map[int]int{}
 	var mu sync.Mutex
 	var hotWins atomic.Int64
+	codes := map[string]int{}
 	late := &lateHolds{after: s.after}
 	r.Loop(ctx, func(ctx context.Context, _ int) error {
 		i := int(next.Add(1) - 1)
 		b := buyers[i]
 		hot := float64(i%100) < s.hotFraction*100
-		cart := run.pick(seats, hot)
+		body := map[string]any{}
+		if hot && s.bestSection != "" {
+			body = map[string]any{"section": s.bestSection, "quantity": s.cart, "adjacent": s.adjacent}
+		} else {
+			body["seats"] = run.pick(seats, hot)
+		}
 		t0 := time.Now()
-		status, err := run.hold(ctx, event, b, fmt.Sprintf("lg-%d", i), cart)
+		status, code, err := run.hold(ctx, event, b, fmt.Sprintf("lg-%d", i), body)
 		late.record(i, t0, status)
 		mu.Lock()
 		outcomes[status]++
+		if code != "" {
+			codes[code]++
+		}
 		mu.Unlock()
 		if status == http.StatusCreated && hot {
 			hotWins.Add(1)
@@ -143,8 +159,17 @@ func (s *Scenario) Run(ctx context.Context, r *loadgen.Runner) error {
 		mix = append(mix, fmt.Sprintf("%d:%d", code, outcomes[code]))
 	}
 	r.AddFigure("outcomes", "%s", strings.Join(mix, " "))
+	var refused []string
+	for _, code := range slices.Sorted(maps.Keys(codes)) {
+		refused = append(refused, fmt.Sprintf("%s:%d", code, codes[code]))
+	}
+	r.AddFigure("refusals", "%s", strings.Join(refused, " "))
 	late.report(r)
-	r.AddFigure("hot-seat winners", "%d (at most %d possible)", hotWins.Load(), s.hotSeats/s.cart)
+	if s.bestSection != "" {
+		r.AddFigure("best-available holds", "%d in section %s, %d seats each", hotWins.Load(), s.bestSection, s.cart)
+	} else {
+		r.AddFigure("hot-seat winners", "%d (at most %d possible)", hotWins.Load(), s.hotSeats/s.cart)
+	}
 	return run.verify(ctx, event)
 }
 
@@ -267,11 +292,13 @@ func (run *bookingRun) pick(seats []int64, hot bool) []int64 {
 	return cart
 }
 
-func (run *bookingRun) hold(ctx context.Context, event string, b buyer, key string, cart []int64) (int, error) {
-	body, _ := json.Marshal(map[string]any{"seats": cart})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, run.base+"/v1/events/"+event+"/holds", strings.NewReader(string(body)))
+// hold sends one hold request; it returns the status and, for a refusal,
+// the error code of the body.
+func (run *bookingRun) hold(ctx context.Context, event string, b buyer, key string, body map[string]any) (int, string, error) {
+	raw, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, run.base+"/v1/events/"+event+"/holds", strings.NewReader(string(raw)))
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+b.token)
 	req.Header.Set(booking.HeaderAdmissionPass, b.pass)
@@ -279,11 +306,20 @@ func (run *bookingRun) hold(ctx context.Context, event string, b buyer, key stri
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := run.r.Client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	defer resp.Body.Close()
+	if resp.StatusCode < 400 {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, "", nil
+	}
+	var refusal struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&refusal)
+	return resp.StatusCode, refusal.Error.Code, nil
 }
 
 func (run *bookingRun) admin() map[string]string {
@@ -362,7 +398,7 @@ func (run *bookingRun) verify(ctx context.Context, event string) error {
 		return fmt.Errorf("ownership check: %w", err)
 	}
 	defer conn.Close(ctx)
-	var doubled, orphaned, held int
+	var doubled, orphaned, held, split int
 	err = conn.QueryRow(ctx, `
 SELECT
   (SELECT count(*) FROM (SELECT i.seat_id FROM reservation_items i JOIN seats s ON s.id = i.seat_id
@@ -370,11 +406,21 @@ SELECT
   (SELECT count(*) FROM seats s LEFT JOIN reservation_items i
      ON i.seat_id = s.id AND i.reservation_id = s.reservation_id AND i.status IN ('HELD','SOLD')
      WHERE s.event_id = $1 AND s.status IN ('HELD','SOLD') AND i.id IS NULL),
-  (SELECT count(*) FROM seats WHERE event_id = $1 AND status = 'HELD')`, event).Scan(&doubled, &orphaned, &held)
+  (SELECT count(*) FROM seats WHERE event_id = $1 AND status = 'HELD'),
+  (SELECT count(*) FROM (SELECT i.reservation_id FROM reservation_items i JOIN seats s ON s.id = i.seat_id
+     WHERE s.event_id = $1 AND i.status = 'HELD' GROUP BY i.reservation_id
+     HAVING count(DISTINCT (s.section_id, s.row_num)) > 1 OR max(s.seat_num) - min(s.seat_num) <> count(*) - 1) x)`,
+		event).Scan(&doubled, &orphaned, &held, &split)
 	if err != nil {
 		return fmt.Errorf("ownership check: %w", err)
 	}
 	run.r.AddFigure("ownership check", "%d seats held, %d with two live owners, %d taken without their item", held, doubled, orphaned)
+	if run.s.bestSection != "" && run.s.adjacent && run.s.hotFraction >= 1 {
+		run.r.AddFigure("adjacency check", "%d holds whose seats are not one run of one row", split)
+		if split > 0 {
+			return fmt.Errorf("adjacency check failed: %d holds not side by side", split)
+		}
+	}
 	if doubled > 0 || orphaned > 0 {
 		return fmt.Errorf("ownership check failed: %d double-owned, %d orphaned seats", doubled, orphaned)
 	}

@@ -8,6 +8,7 @@ import {
   Connection,
   DEFAULT_BACKOFF,
   decodeSeatBitmap,
+  holdSeats,
   parseRetryAfter,
   Presence,
   restartDelay,
@@ -588,4 +589,48 @@ test('seat bitmaps decode two bits a seat, most significant pair first', () => {
   // seats: 0 AVAILABLE, 1 HELD, 2 SOLD, 3 BLOCKED, then 2
   const bytes = new Uint8Array([0b00011011, 0b10000000]);
   assert.deepEqual([...decodeSeatBitmap(bytes, 5)], [0, 1, 2, 3, 2]);
+});
+
+/** A fetch answering each call with the next of answers ({status, body}). */
+function scriptedFetch(answers) {
+  const calls = [];
+  const f = async (url, init) => {
+    calls.push({ url, init });
+    const a = answers.shift();
+    return new Response(JSON.stringify(a.body), { status: a.status, headers: { 'Content-Type': 'application/json', ...(a.headers ?? {}) } });
+  };
+  return { f, calls };
+}
+
+test('a hold meeting a seat being held retries after a jittered wait, with the same key', async () => {
+  const being = { status: 409, headers: { 'Retry-After': '1' }, body: { error: { code: 'seats_being_held', message: 'held', retryAfterMs: 400 } } };
+  const { f, calls } = scriptedFetch([being, being, { status: 201, body: { id: 'r1', items: [] } }]);
+  const waits = [];
+  const randoms = [0, 0.99];
+  const r = await holdSeats('http://x', 'e1', { seats: [7] }, {
+    token: 't', pass: 'p', fetch: f, sleep: async (ms) => waits.push(ms), random: () => randoms.shift(),
+  });
+  assert.equal(r.id, 'r1');
+  assert.equal(calls.length, 3);
+  assert.deepEqual(waits, [200, 200 + 0.99 * 400], 'half to one and a half times the server\'s suggestion');
+  const keys = calls.map((c) => c.init.headers['Idempotency-Key']);
+  assert.ok(keys[0] && keys.every((k) => k === keys[0]), 'one key for every try');
+  assert.equal(calls[0].init.headers['X-Admission-Pass'], 'p');
+});
+
+test('a hold gives up after its retries, and other refusals are not retried', async () => {
+  const being = { status: 409, body: { error: { code: 'seats_being_held', message: 'held', retryAfterMs: 100 } } };
+  let s = scriptedFetch([being, being]);
+  await assert.rejects(
+    holdSeats('http://x', 'e1', { seats: [7] }, { token: 't', pass: 'p', fetch: s.f, retries: 1, sleep: async () => {} }),
+    (err) => err.code === 'seats_being_held',
+  );
+  assert.equal(s.calls.length, 2);
+  s = scriptedFetch([{ status: 409, body: { error: { code: 'no_seats_available', message: 'none', section: 'B', free: 3 } } }]);
+  await assert.rejects(
+    holdSeats('http://x', 'e1', { section: 'B', quantity: 4, adjacent: true }, { token: 't', pass: 'p', fetch: s.f, sleep: async () => {} }),
+    (err) => err.code === 'no_seats_available' && err.details.free === 3,
+  );
+  assert.equal(s.calls.length, 1);
+  assert.deepEqual(JSON.parse(s.calls[0].init.body), { section: 'B', quantity: 4, adjacent: true });
 });

@@ -536,6 +536,63 @@ export function signInDemo(base, user, opts = {}) {
 }
 
 /**
+ * @typedef {object} HoldOptions
+ * @property {string} token the buyer's JWT
+ * @property {string} pass the admission pass of the event's waiting room
+ * @property {string} [key] Idempotency-Key, the same for every try (a new one by default)
+ * @property {number} [retries] tries again after seats_being_held (2)
+ * @property {(ms: number) => Promise<void>} [sleep]
+ * @property {() => number} [random]
+ * @property {typeof fetch} [fetch]
+ */
+
+/**
+ * holdSeats holds seats of an event: named (`{seats: [101, 102]}`) or the
+ * best available of a section (`{section: 'B', quantity: 2, adjacent:
+ * true, maxPrice?}`), and returns the reservation. A named seat another
+ * buyer is holding at this instant (409 seats_being_held) is tried again
+ * after a jittered wait around the server's retryAfterMs, so that the
+ * buyers of a hot seat do not all come back together; after `retries`
+ * the ApiError is thrown, and a page can offer the best available
+ * instead. No_seats_available carries the section's free count
+ * (err.details.free).
+ * @param {string} base
+ * @param {string} event
+ * @param {{seats: number[], promoCode?: string} | {section: string, quantity: number, adjacent?: boolean, maxPrice?: number, promoCode?: string}} body
+ * @param {HoldOptions} opts
+ */
+export async function holdSeats(base, event, body, opts) {
+  const key = opts.key ?? crypto.randomUUID();
+  const sleep = opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
+  const random = opts.random ?? Math.random;
+  const retries = opts.retries ?? 2;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await request(base, `/v1/events/${encodeURIComponent(event)}/holds`, {
+        method: 'POST',
+        token: opts.token,
+        headers: { 'X-Admission-Pass': opts.pass, 'Idempotency-Key': key },
+        body,
+        fetch: opts.fetch,
+      });
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.code !== 'seats_being_held' || attempt >= retries) throw err;
+      const around = Number(err.details.retryAfterMs) > 0 ? Number(err.details.retryAfterMs) : 300;
+      await sleep(around / 2 + random() * around);
+    }
+  }
+}
+
+/**
+ * fetchSections reads an event's sections without their seats: name, base
+ * price, advisory multiplier (basis points), size and free seats.
+ * @returns {Promise<{event: string, currency: string, seatCount: number, sections: {id: string, name: string, basePrice: number, multiplierBps: number, seatCount: number, available: number}[]}>}
+ */
+export function fetchSections(base, event, opts = {}) {
+  return request(base, `/v1/events/${encodeURIComponent(event)}/sections`, opts);
+}
+
+/**
  * Activity follows the person in front of the page: the last input
  * (pointer, keys, scroll, touch) and whether the tab is visible. Events:
  * 'hidden', 'visible', 'active' (input after activeAfterMs without any).

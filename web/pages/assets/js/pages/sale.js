@@ -1,8 +1,11 @@
 // /demo/sale/{event}: the fan's journey. Join the line, wait with a live
-// position, get in, pick seats on a canvas kept live by invalidations,
-// hold them (with a countdown), pay on the sandbox's checkout page, and get
-// tickets whose QR code changes every 15 seconds.
-import { ApiError, fetchSeatStates, request, SeatMapLive, SeatState, WaitingRoom } from '/js/presenced.js';
+// position, get in, choose a section from the overview (price, free
+// seats), then either ask for the best N seats of it in one tap or pick
+// seats on its canvas (touch-sized, scrolling within the section), both
+// kept live by per-section invalidations; hold them (with a countdown),
+// pay on the sandbox's checkout page, and get tickets whose QR code
+// changes every 15 seconds.
+import { ApiError, fetchSeatStates, fetchSections, holdSeats, request, SeatMapLive, SeatState, WaitingRoom } from '/js/presenced.js';
 import { $, afterPaint, clock, config, duration, explain, money, randomName, show, stateWords, text, userToken } from './common.js';
 
 const event = config.event;
@@ -81,7 +84,7 @@ function joinLine() {
     text('position', 'You are in!');
     text('eta', `Pick your seats and hold them before ${new Date(a.expiresAt).toLocaleTimeString()}.`);
     show('paused', false);
-    text('seats-help', `Pick up to ${MAX_SEATS} seats: click them on the map, or use the arrow keys and Space.`);
+    text('seats-help', `Take the best seats of a section in one tap, or pick up to ${MAX_SEATS} on its map (tap them, or the arrow keys and Space).`);
     updatePicked();
   });
   room.on('error', (e) => {
@@ -108,11 +111,11 @@ function showPosition(p) {
   text('eta', parts.join(' · '));
 }
 
-// ---- 3. The seat map ----
+// ---- 3. The sections and the seat map ----
 
-/** @type {{sections: any[], seats: any[], currency: string} | null} */
-let layout = null;
-/** section id -> {seats: SeatView[], states: Uint8Array, rows, cols, byPos: Map} */
+/** The overview: {currency, sections: [{id, name, basePrice, multiplierBps, seatCount, available}]}. */
+let overview = null;
+/** section id -> {info, seats, states: Uint8Array, rows, cols}: only the sections a fan opened. */
 const sections = new Map();
 let current = null;
 const picked = new Set();
@@ -122,24 +125,14 @@ const ctx = canvas.getContext('2d');
 const COLORS = { [SeatState.AVAILABLE]: '#2e9e57', [SeatState.HELD]: '#e0a200', [SeatState.SOLD]: '#9aa0a8', [SeatState.BLOCKED]: '#3d424b' };
 
 async function loadLayout() {
-  const map = await request(base, `/v1/events/${encodeURIComponent(event)}/seats`);
-  layout = map;
+  overview = await fetchSections(base, event);
   text('event-name', event);
-  let offset = 0;
-  for (const sec of map.sections) {
-    const seats = map.seats.slice(offset, offset + sec.seatCount);
-    offset += sec.seatCount;
-    const rows = Math.max(...seats.map((s) => s.row));
-    const cols = Math.max(...seats.map((s) => s.number));
-    const states = Uint8Array.from(seats, (s) => ['AVAILABLE', 'HELD', 'SOLD', 'BLOCKED'].indexOf(s.status));
-    sections.set(sec.id, { info: sec, seats, states, rows, cols });
-  }
   const group = $('sections');
   group.replaceChildren(
-    ...map.sections.map((sec) => {
+    ...overview.sections.map((sec) => {
       const b = document.createElement('button');
       b.type = 'button';
-      b.className = 'secondary';
+      b.className = 'secondary section';
       b.dataset.section = sec.id;
       b.setAttribute('aria-pressed', 'false');
       b.addEventListener('click', () => selectSection(sec.id));
@@ -147,30 +140,67 @@ async function loadLayout() {
     }),
   );
   labelSections();
-  selectSection(map.sections[0]?.id);
+  await selectSection(overview.sections[0]?.id);
+}
+
+/** The price a seat of sec shows now: its base price times the section's multiplier. */
+function priceNow(sec, basePrice = sec.basePrice) {
+  return Math.round((basePrice * sec.multiplierBps) / 10000);
 }
 
 function labelSections() {
   for (const b of $('sections').children) {
-    const s = sections.get(b.dataset.section);
-    const free = s.states.reduce((n, st) => n + (st === SeatState.AVAILABLE ? 1 : 0), 0);
-    b.textContent = `${s.info.name} · ${money(s.info.basePrice, layout.currency)} · ${free} free`;
+    const sec = overview.sections.find((x) => x.id === b.dataset.section);
+    if (!sec) continue;
+    const surge = sec.multiplierBps !== 10000 ? ` (×${(sec.multiplierBps / 10000).toFixed(2)})` : '';
+    b.replaceChildren();
+    const name = document.createElement('strong');
+    name.textContent = sec.name;
+    const detail = document.createElement('span');
+    detail.textContent = `${money(priceNow(sec), overview.currency)}${surge} · ${sec.available} free`;
+    b.append(name, detail);
+    b.dataset.free = String(sec.available);
+    b.disabled = sec.available === 0 && b.dataset.section !== current;
   }
+  updateBest();
 }
 
-function selectSection(id) {
-  if (!sections.has(id)) return;
+/** Opens a section: its seats are fetched (once) and drawn; the others stay closed. */
+async function selectSection(id) {
+  const info = overview?.sections.find((x) => x.id === id);
+  if (!info) return;
   current = id;
   focusIdx = 0;
   for (const b of $('sections').children) b.setAttribute('aria-pressed', String(b.dataset.section === id));
+  if (!sections.has(id)) {
+    const map = await request(base, `/v1/events/${encodeURIComponent(event)}/seats?section=${encodeURIComponent(id)}`);
+    const seats = map.seats;
+    sections.set(id, {
+      info,
+      seats,
+      states: Uint8Array.from(seats, (s) => ['AVAILABLE', 'HELD', 'SOLD', 'BLOCKED'].indexOf(s.status)),
+      rows: Math.max(...seats.map((s) => s.row)),
+      cols: Math.max(...seats.map((s) => s.number)),
+    });
+  }
+  sections.get(id).info = info;
+  text('section-title', `${info.name}: row 1 is nearest the stage`);
+  updateBest();
   draw();
+  // The best seats are mid-row: a section wider than its frame opens on its middle.
+  const wrap = $('seatmap-wrap');
+  wrap.scrollLeft = (wrap.scrollWidth - wrap.clientWidth) / 2;
 }
 
-/** Cell size and padding of the canvas grid; the tests read them too. */
+/**
+ * Cell size and padding of the canvas grid; the tests read them too. A
+ * seat is at least 24 CSS px, a finger's width: a section wider than the
+ * screen scrolls inside its frame, never the page.
+ */
 function geometry(sec) {
   const pad = 8;
-  const width = Math.max(280, Math.min($('step-seats').clientWidth - 34, 960));
-  const cell = Math.max(6, Math.min(24, Math.floor((width - 2 * pad) / sec.cols)));
+  const width = Math.max(240, Math.min($('seatmap-wrap').clientWidth - 2, 960));
+  const cell = Math.max(24, Math.min(32, Math.floor((width - 2 * pad) / sec.cols)));
   return { pad, cell, w: pad * 2 + cell * sec.cols, h: pad * 2 + cell * sec.rows };
 }
 
@@ -206,7 +236,7 @@ function draw() {
 function describe(sec, i) {
   const seat = sec.seats[i];
   const st = picked.has(seat.id) ? 'picked by you' : ['free', 'held', 'sold', 'not for sale'][sec.states[i]];
-  return `${sec.info.name}, row ${seat.row}, seat ${seat.number}: ${st}, ${money(seat.basePrice, layout.currency)}`;
+  return `${sec.info.name}, row ${seat.row}, seat ${seat.number}: ${st}, ${money(priceNow(sec.info, seat.basePrice), overview.currency)}`;
 }
 
 function toggle(i) {
@@ -292,24 +322,29 @@ function updatePicked() {
   });
   text('picked', names.length ? names.join(', ') : 'none');
   $('picked').dataset.count = String(picked.size);
-  const hold = $('hold');
-  hold.disabled = !pass || picked.size === 0 || !!saved.reservation;
-  hold.textContent = picked.size > 1 ? `Hold ${picked.size} seats` : 'Hold seats';
+  const btn = $('hold');
+  btn.disabled = !pass || picked.size === 0 || !!saved.reservation;
+  btn.textContent = picked.size > 1 ? `Hold ${picked.size} seats` : 'Hold seats';
+  updateBest();
 }
 
-/** Refreshes the states of one section (or all) from the bitmap. */
+/**
+ * Refreshes after a change: the overview always (a few hundred bytes), and
+ * the seats of the open section when it is the one that changed (or on a
+ * reset). Sections nobody opened cost nothing.
+ */
 async function refresh(sectionId) {
-  if (!layout) return;
+  if (!overview) return;
   try {
-    const r = await fetchSeatStates(base, event, sectionId);
-    if (sectionId) {
-      sections.get(sectionId).states = r.states;
-    } else {
-      let off = 0;
-      for (const sec of sections.values()) {
-        sec.states = r.states.slice(off, off + sec.seats.length);
-        off += sec.seats.length;
+    overview = await fetchSections(base, event);
+    for (const [id, sec] of sections) {
+      sec.info = overview.sections.find((x) => x.id === id) ?? sec.info;
+      if (sectionId && id !== sectionId) continue;
+      if (id !== current && !sectionId) {
+        sections.delete(id); // fetched again when opened
+        continue;
       }
+      sec.states = (await fetchSeatStates(base, event, id)).states;
     }
     // A seat someone else took leaves your selection, with a word.
     for (const id of [...picked]) {
@@ -331,15 +366,26 @@ async function refresh(sectionId) {
 
 let countdownTimer = null;
 
-$('hold').addEventListener('click', async () => {
-  $('hold').disabled = true;
+$('hold').addEventListener('click', () => hold({ seats: [...picked] }, $('hold')));
+$('hold-best').addEventListener('click', () =>
+  hold({ section: current, quantity: Number($('best-qty').value), adjacent: true }, $('hold-best')),
+);
+$('best-qty').addEventListener('change', updateBest);
+
+/** The best-available button names what it asks for: "Best 2 together in Section B". */
+function updateBest() {
+  const btn = $('hold-best');
+  const info = overview?.sections.find((x) => x.id === current);
+  const q = Number($('best-qty').value);
+  btn.textContent = info ? `Best ${q} together in ${info.name}` : 'Best seats';
+  btn.disabled = !pass || !info || !!saved.reservation || info.available < q;
+}
+
+/** hold asks for seats (named or the best available) and shows the hold. */
+async function hold(body, button) {
+  button.disabled = true;
   try {
-    const r = await request(base, `/v1/events/${encodeURIComponent(event)}/holds`, {
-      method: 'POST',
-      token: saved.token,
-      headers: { 'X-Admission-Pass': pass, 'Idempotency-Key': crypto.randomUUID() },
-      body: { seats: [...picked] },
-    });
+    const r = await holdSeats(base, event, body, { token: saved.token, pass });
     saved.reservation = r;
     save();
     say('');
@@ -359,13 +405,19 @@ $('hold').addEventListener('click', async () => {
       say('Your turn to pick seats has ended: join the line again.');
       show('join-form', true);
       $('join').disabled = false;
+    } else if (err instanceof ApiError && err.code === 'seats_being_held') {
+      say('Someone is holding those seats right now. Pick others, or take the best available: one tap, no race.');
+    } else if (err instanceof ApiError && err.code === 'no_seats_available') {
+      const name = overview?.sections.find((x) => x.id === err.details.section)?.name ?? 'this section';
+      say(`No ${body.quantity} seats side by side are free in ${name} (${err.details.free ?? 0} free): fewer seats, or another section?`);
     } else {
       say(explain(err));
     }
     refresh();
     updatePicked();
+    updateBest();
   }
-});
+}
 
 function showHold(r) {
   show('step-hold', true);

@@ -1,0 +1,240 @@
+package booking
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/presenced/presenced/internal/refusal"
+)
+
+// Best available: the buyer names a section and a quantity, and the server
+// picks the seats (best_available_seats, migration 0060) with SKIP LOCKED,
+// so that buyers of one hot section spread over its free seats instead of
+// queueing on the same row locks. The hold is then the named-seat hold's:
+// the same invariants, stored response, prices frozen by freeze, and the
+// same write statement (queueHold), its own seats already locked.
+//
+// Two PostgreSQL round trips, as a named hold: the first opens the
+// transaction, reads the event, the user's pending checkout, the stored
+// answer of the key and the promotion, and locks the seats it picks; the
+// second writes and commits. The seats stay locked between the two, only
+// for the time the process takes to price them. The seat hints of Redis
+// are not read: a buyer who does not name seats cannot be refused by them,
+// and SKIP LOCKED is the cheaper "taken" here.
+
+// bestInput is what a best-available hold asks for.
+type bestInput struct {
+	Section  string
+	Quantity int
+	Adjacent bool
+	MaxPrice int64 // per seat, before a promotion's discount; 0: none
+}
+
+// bestFingerprint identifies a best-available request for the idempotency
+// check: never equal to a named-seat request's.
+func bestFingerprint(event string, b bestInput, promo string) []byte {
+	var s strings.Builder
+	s.WriteString(event)
+	s.WriteString("\nbest:")
+	s.WriteString(b.Section)
+	s.WriteByte(',')
+	s.WriteString(strconv.Itoa(b.Quantity))
+	s.WriteByte(',')
+	s.WriteString(strconv.FormatBool(b.Adjacent))
+	s.WriteByte(',')
+	s.WriteString(strconv.FormatInt(b.MaxPrice, 10))
+	s.WriteByte('\n')
+	s.WriteString(promo)
+	sum := sha256.Sum256([]byte(s.String()))
+	return sum[:]
+}
+
+// checkBest validates a best-available request.
+func (h *holdsPlane) checkBest(in holdInput, b bestInput) ([]byte, error) {
+	keyErr := checkIdempotencyKey(in.Key)
+	switch {
+	case !validEventID(in.Event):
+		return nil, ErrEventNotFound
+	case keyErr != nil:
+		return nil, keyErr
+	case len(in.Seats) > 0:
+		return nil, refusal.Invalid("name seats or a section and a quantity, not both")
+	case !sectionIDPattern.Valid(b.Section):
+		return nil, refusal.Invalid("%v", sectionIDPattern.Check(b.Section))
+	case b.Quantity < 1 || b.Quantity > h.cfg.MaxSeatsPerHold:
+		return nil, refusal.Invalid("quantity: 1 to %d seats", h.cfg.MaxSeatsPerHold)
+	case b.MaxPrice < 0:
+		return nil, refusal.Invalid("maxPrice: a price in the currency's minor unit, 0 or more")
+	case in.PromoCode != "" && !promoPattern.Valid(in.PromoCode):
+		return nil, ErrInvalidPromoCode
+	}
+	return bestFingerprint(in.Event, b, in.PromoCode), nil
+}
+
+// HoldBest is a best-available hold: quantity seats of a section that the
+// server picks, answered as a named-seat hold is.
+func (h *holdsPlane) HoldBest(ctx context.Context, in holdInput, best bestInput) (holdResult, error) {
+	fp, err := h.checkBest(in, best)
+	if err != nil {
+		return holdResult{}, err
+	}
+	resID := uuid.Must(uuid.NewV7()).String()
+	// The gate without seat hints: the user's rate and admission lease
+	// (moved to the hold's time when this process knows it; put back by
+	// undo if the hold does not commit).
+	g, err := h.gates(ctx, in, nil, resID)
+	if err != nil {
+		if g.hinted {
+			h.undo(ctx, in, nil, resID, g, nil)
+		}
+		if stored, ok := h.storedResponse(ctx, in, fp); ok {
+			h.m.idempotentHits.Inc()
+			return stored, nil
+		}
+		return holdResult{}, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			h.undo(ctx, in, nil, resID, g, nil)
+		}
+	}()
+	p, ev, ended, replay, err := h.pickAndWrite(ctx, in, best, fp, resID)
+	if ev != nil {
+		h.holdTimes.remember(in.Event, ev.holdMinutes)
+	}
+	if errors.Is(err, errKeyTaken) {
+		return h.answerConcurrentRetry(ctx, in, fp)
+	}
+	if err != nil {
+		return holdResult{}, err
+	}
+	if replay != nil {
+		h.m.idempotentHits.Inc()
+		return *replay, nil
+	}
+	committed = true
+	h.afterGate(ctx, in, nil, resID, g, ev)
+	for _, r := range ended {
+		h.releaseAfter(ctx, r, false) // the user's own checkout: the lease stays
+	}
+	return holdResult{Status: http.StatusCreated, Body: p.body}, nil
+}
+
+// pickAndWrite runs the hold's transaction on one connection: the first
+// batch opens it, reads and picks; the second writes and commits. A user
+// whose own checkout is due has it ended first, in a transaction of its
+// own (rare: the expiry worker ends due holds every second).
+func (h *holdsPlane) pickAndWrite(ctx context.Context, in holdInput, best bestInput, fp []byte, resID string) (*pendingHold, *eventRow, []*released, *holdResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*(h.cfg.StatementTimeout+h.cfg.LockTimeout))
+	defer cancel()
+	conn, err := h.db.Acquire(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, storeError("best available", err)
+	}
+	defer conn.Release()
+	open := true
+	defer func() {
+		if open {
+			rollback(ctx, conn)
+		}
+	}()
+	v, err := h.pick(ctx, conn.Conn(), in, best)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	replay, err := v.bestRefusal(in, best, fp)
+	if replay != nil || err != nil {
+		return nil, v.event, nil, replay, err
+	}
+	var ended []*released
+	if v.pendingID != "" && v.pendingDue {
+		rollback(ctx, conn)
+		if ended, err = h.endOwnCheckout(ctx, v.pendingID); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if v, err = h.pick(ctx, conn.Conn(), in, best); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if replay, err = v.bestRefusal(in, best, fp); replay != nil || err != nil {
+			return nil, v.event, nil, replay, err
+		}
+	}
+	p, err := h.price(in, fp, resID, &v.holdView)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if err := v.withinMaxPrice(best, p.items); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	b := &pgx.Batch{}
+	if err := queueHold(b, p); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	b.Queue("COMMIT")
+	start := time.Now()
+	err = conn.Conn().SendBatch(ctx, b).Close()
+	h.m.lockWait.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return nil, nil, nil, nil, writeError(err)
+	}
+	open = conn.Conn().PgConn().TxStatus() != 'I'
+	if open {
+		return nil, nil, nil, nil, fmt.Errorf("best available: the commit left a transaction open")
+	}
+	return p, v.event, ended, nil, nil
+}
+
+// endOwnCheckout ends the user's checkout whose time is up, as the expiry
+// worker would, so that the new hold passes one_active_checkout.
+func (h *holdsPlane) endOwnCheckout(ctx context.Context, id string) ([]*released, error) {
+	var ended []*released
+	err := pgx.BeginFunc(ctx, h.db, func(tx pgx.Tx) error {
+		r, err := endReservation(ctx, tx, id, StatusExpired, true, "")
+		if errors.Is(err, ErrNotPending) {
+			return nil // someone else ended it first
+		}
+		if err != nil {
+			return err
+		}
+		ended = append(ended, r)
+		return nil
+	})
+	if err != nil {
+		return nil, storeError("expire own checkout", err)
+	}
+	return ended, nil
+}
+
+// rollback ends the connection's transaction, if one is open. A connection
+// left in one is closed by the pool.
+func rollback(ctx context.Context, conn *pgxpool.Conn) {
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_, _ = conn.Exec(ctx, "ROLLBACK")
+}
+
+// seatsBeingHeld refuses a named hold that met a seat another transaction
+// holds locked: at once, with a short jittered wait before the retry, so
+// that the buyers of a hot seat do not all come back together.
+func seatsBeingHeld() error {
+	return &refusal.Error{Kind: ErrSeatsBeingHeld, Msg: "another buyer is holding these seats right now; retry, or ask for the best available",
+		RetryAfter: refusal.Jitter(seatsBeingHeldRetry)}
+}
+
+// seatsBeingHeldRetry is the middle of the retry suggestion: about a
+// hold's write, after which the seat is either taken or free again.
+const seatsBeingHeldRetry = 300 * time.Millisecond
