@@ -24,7 +24,9 @@ import (
 // the same invariants, stored response, prices frozen by freeze, and the
 // same write statement (queueHold), its own seats already locked.
 //
-// Two PostgreSQL round trips, as a named hold: the first opens the
+// Two PostgreSQL round trips, as a named hold that queues for a writer
+// (holdAlone makes one statement of a named hold; the prices and the
+// answer here depend on the seats the pick chooses): the first opens the
 // transaction, reads the event, the user's pending checkout, the stored
 // answer of the key and the promotion, and locks the seats it picks; the
 // second writes and commits. The seats stay locked between the two, only

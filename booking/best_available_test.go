@@ -217,7 +217,7 @@ func TestBestAvailableMixedWithNamedHolds(t *testing.T) {
 	b.requireNoDoubleOwnership(t, event)
 }
 
-// A best-available hold costs what a named hold costs: two round trips to
+// A best-available hold costs what a queued named hold costs: two round trips to
 // PostgreSQL (the first opens the transaction, reads and locks the seats
 // it picks; the second writes and commits). A refusal after the pick is
 // two (the pick, then the rollback that lets its locks go).
