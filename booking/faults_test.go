@@ -29,11 +29,15 @@ func TestHintsOfAnUncommittedHoldLapseInSeconds(t *testing.T) {
 	event, seats := b.event(t, "A:1x10@100")
 	ctx := context.Background()
 
-	// Someone holds seat 0's row lock (psql, a slow transaction).
+	// A transaction that has not committed holds the hold's idempotency
+	// key (an identical request mid-commit): the hold's write waits on it
+	// before it locks any seat, as a dead hold would. (A seat's row lock
+	// no longer makes a hold wait: it is refused as seats_being_held.)
 	blocker, err := b.db.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = blocker.Rollback(ctx) }()
-	_, err = blocker.Exec(ctx, `SELECT 1 FROM seats WHERE id = $1 FOR UPDATE`, seats[0])
+	_, err = blocker.Exec(ctx, `INSERT INTO idempotency_keys (user_id, operation, key, fingerprint, status_code, response)
+		VALUES ($1, $2, 'k1', '\x00', 201, '{}')`, b.uid("stuck"), opHold)
 	require.NoError(t, err)
 
 	stuck := make(chan error, 1)
