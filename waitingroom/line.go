@@ -96,6 +96,7 @@ type roomState struct {
 	Mode     string
 	Paused   bool
 	Rate     float64 // measured admissions per second
+	Active   int     // live leases: capacity minus Active places are free
 	Drawn    bool
 	// CohortMax is the last sequence number taken before the open time: the
 	// entries up to it are the cohort a lottery draws.
@@ -157,8 +158,8 @@ func placeFrom(room roomState, kind string, value any, place string) placeInLine
 
 // roomFields is the length of the room header of join and positions
 // replies: {now, capacity, batch, lease, open, mode, paused, rate, drawn,
-// cohort}.
-const roomFields = 10
+// cohort, active}.
+const roomFields = 11
 
 func roomFrom(v []any) (roomState, error) {
 	if len(v) < roomFields {
@@ -174,6 +175,7 @@ func roomFrom(v []any) (roomState, error) {
 		Rate:      num(v[7]),
 		Drawn:     str(v[8]) == "1",
 		CohortMax: int64(num(v[9])),
+		Active:    int(num(v[10])),
 	}
 	if open := int64(num(v[4])); open > 0 {
 		r.OpenAt = time.UnixMilli(open)

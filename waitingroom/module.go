@@ -209,23 +209,27 @@ func (m *Module) queuedAnswer(room roomState, p placeInLine) QueuedAnswer {
 	return a
 }
 
-// estimate is the wait of someone with ahead entries in front: the
-// measured admission rate of the last eta_window, or, before there is one,
-// the pace the settings allow (a batch per tick until capacity is full,
-// then capacity per lease). It cannot know how long people ahead linger in
-// checkout: an estimate, never a promise.
+// estimate is the wait of someone with ahead entries in front. The free
+// places (capacity minus live leases) go to the head of the line a batch
+// per tick, whatever the rate: in a quiet room the measured rate counts how
+// few came, not how long the next one waits. Past the free places, the wait
+// is the measured admission rate of the last eta_window, or, before there
+// is one, capacity per lease. It cannot know how long people ahead linger
+// in checkout: an estimate, never a promise.
 func (m *Module) estimate(room roomState, ahead int64) *int64 {
 	if room.Paused || room.Capacity <= 0 {
 		return nil
 	}
-	var secs float64
-	if room.Rate > 0 {
-		secs = float64(ahead+1) / room.Rate
-	} else {
-		perTick := float64(room.Batch) / m.cfg.TickInterval.Seconds()
-		turnover := float64(room.Capacity) / math.Max(room.Lease.Seconds(), 1)
-		first := math.Min(float64(ahead+1), float64(room.Capacity))
-		secs = first/perTick + (float64(ahead+1)-first)/turnover
+	n := float64(ahead + 1)
+	free := float64(max(room.Capacity-room.Active, 0))
+	first := math.Min(n, free)
+	secs := math.Ceil(first/float64(max(room.Batch, 1))) * m.cfg.TickInterval.Seconds()
+	if rest := n - first; rest > 0 {
+		rate := room.Rate
+		if rate <= 0 {
+			rate = float64(room.Capacity) / math.Max(room.Lease.Seconds(), 1)
+		}
+		secs += rest / rate
 	}
 	if !room.OpenAt.IsZero() && room.Now.Before(room.OpenAt) {
 		secs += room.OpenAt.Sub(room.Now).Seconds()

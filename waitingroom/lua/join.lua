@@ -7,7 +7,7 @@
 --       queue, 7 old-layout heartbeats (entry.lua)
 -- ARGV: 1 user, 2 "join" or "status"
 -- Returns {kind, value, place, now, capacity, batch, lease, open, mode,
---          paused, rate, drawn, cohort}; kind is "none" (no such waiting room),
+--          paused, rate, drawn, cohort, active}; kind is "none" (no such waiting room),
 --          "admitted" (value: lease expiry ms), "queued" (value: rank) or
 --          "absent" (status of someone not in line).
 local now = nowms()
@@ -20,12 +20,15 @@ end
 local st = redis.call('HMGET', KEYS[5], 'rate', 'drawn', 'cmax', 'old')
 -- The tick marks (state 'old') a room whose old-layout queue holds people.
 local legacy = st[4] == '1'
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+-- The live leases: with places free, the head of the line goes in at the
+-- next tick whatever the measured rate says.
+local active = redis.call('ZCARD', KEYS[2])
 local function answer(kind, value, place)
   return {kind, value, place, now, cfg[1], cfg[2], cfg[3], cfg[4] or '0', cfg[5] or 'fifo',
-          cfg[6] or '0', st[1] or '0', st[2] or '0', st[3] or '0'}
+          cfg[6] or '0', st[1] or '0', st[2] or '0', st[3] or '0', active}
 end
 
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local lease = redis.call('ZSCORE', KEYS[2], user)
 if lease then
   return answer('admitted', lease, '0')

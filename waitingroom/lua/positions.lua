@@ -6,7 +6,7 @@
 --       6 old-layout heartbeats (entry.lua)
 -- ARGV: users
 -- Returns {now, capacity, batch, lease, open, mode, paused, rate, drawn, cohort,
---          then per user: kind, value, place}; kind 1 queued (value: rank),
+--          active, then per user: kind, value, place}; kind 1 queued (value: rank),
 --          2 admitted (value: lease expiry ms), 0 not in line. An empty
 --          reply means the waiting room does not exist.
 local now = nowms()
@@ -17,7 +17,7 @@ end
 local st = redis.call('HMGET', KEYS[4], 'rate', 'drawn', 'cmax', 'old')
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local out = {now, cfg[1], cfg[2], cfg[3], cfg[4] or '0', cfg[5] or 'fifo', cfg[6] or '0',
-             st[1] or '0', st[2] or '0', st[3] or '0'}
+             st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[2])}
 -- One read of leases and entries for all, one write of the heartbeats due;
 -- only the ranks are looked up one by one. A heartbeat younger than a
 -- quarter of the timeout is not rewritten: it would change nothing the
