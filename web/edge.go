@@ -37,9 +37,14 @@ func (m *edge) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		c.Response().Header()[echo.HeaderXRequestID] = []string{rid}
 		err := m.guard(next, c)
+		if err != nil {
+			// Answered here, not by echo after the middleware returns, so
+			// the line and the metric see the error body's bytes and status.
+			c.Error(err)
+		}
 		took := time.Since(start)
 		status := c.Response().Status
-		if err != nil {
+		if err != nil && !c.Response().Committed {
 			status = statusOf(err)
 		}
 		// A stream's duration is its lifetime, not its latency.
@@ -49,7 +54,7 @@ func (m *edge) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			m.metrics.observe(req.Method, route, status, took)
 		}
 		m.logAccess(c, rid, route, status, took, realtime)
-		return err
+		return nil
 	}
 }
 

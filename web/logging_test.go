@@ -228,3 +228,24 @@ func TestReadinessCheckTimesOut(t *testing.T) {
 	require.Equal(t, map[string]any{"hung": "unavailable", "fine": "ok"}, body["checks"])
 	require.True(t, strings.HasPrefix(body["status"].(string), "unready"))
 }
+
+// An error answer's line counts the bytes of its JSON body, written by the
+// error handler: the line is for a person comparing it with what the client
+// got.
+func TestAccessLogCountsTheBytesOfErrorAnswers(t *testing.T) {
+	t.Parallel()
+	rec := &records{}
+	b := setupLogged(t, nil, slog.New(rec))
+	b.srv.Echo.GET("/denied", func(c echo.Context) error { return wire.Errorf(http.StatusForbidden, "forbidden", "no") })
+	resp, err := http.Get(b.url + "/denied")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.NotEmpty(t, body)
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(rec.access(slog.LevelInfo)) == 1 }, "the refusal is logged")
+	line := rec.access(slog.LevelInfo)[0]
+	require.EqualValues(t, 403, line["status"])
+	require.EqualValues(t, len(body), line["bytes"], "the line counts the JSON body the client got")
+}
