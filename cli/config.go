@@ -55,20 +55,31 @@ func configCheck() *cobra.Command {
 		Long: `Check FILE as a server would read it over the defaults (environment
 variables and flags are left out, so the file is judged alone): unknown
 keys, values that do not parse, values that make no sense together, and
-unknown roles. Prints "FILE: ok" or the problems, and exits 1 on any.`,
+unknown roles. Prints "FILE: ok", or every problem of the file, one a line,
+and exits 1 on any.`,
 		Example: `  presenced config check deploy/presenced.production.yaml
   presenced config check config.yaml && kubectl apply -f ...`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(config.Source{File: args[0]})
-			if err == nil {
-				_, _, err = app.ResolveRoles(cfg.Roles)
-			}
+			cfg, problems, err := config.Check(args[0])
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			printf(cmd, "%s: ok\n", args[0])
-			return nil
+			if _, _, err := app.ResolveRoles(cfg.Roles); err != nil {
+				problems = append(problems, "roles: "+err.Error())
+			}
+			switch len(problems) {
+			case 0:
+				printf(cmd, "%s: ok\n", args[0])
+				return nil
+			case 1:
+				return fmt.Errorf("%s: %s", args[0], problems[0])
+			}
+			cmd.SilenceUsage = true // the file is at fault, not the command line
+			for _, p := range problems {
+				printf(cmd, "%s: %s\n", args[0], p)
+			}
+			return fmt.Errorf("%s: %d problems", args[0], len(problems))
 		},
 	}
 }

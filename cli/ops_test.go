@@ -96,3 +96,25 @@ func TestConfigCheck(t *testing.T) {
 		require.ErrorContains(t, err, want)
 	}
 }
+
+// A file with several problems gets them all in one run, each on its own
+// line, so fixing a file is not one run per mistake.
+func TestConfigCheckListsEveryProblem(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	body := "roles: [nope]\nlog:\n  levle: warn\n  format: xml\nhttp:\n  shutdown_timeout: 5\n  body_limit_bytes: -1\nsurprise: 1\n"
+	require.NoError(t, os.WriteFile(bad, []byte(body), 0o600))
+	out, err := run(t, ConfigCmd(), nil, "check", bad)
+	require.Error(t, err)
+	require.ErrorContains(t, err, bad+": 6 problems")
+	for _, want := range []string{
+		"log.levle (line 3): unknown key",
+		"http.shutdown_timeout (line 6): ",
+		"surprise (line 8): unknown key",
+		`log.format: "xml" is not one of text, json`,
+		"http.body_limit_bytes: must be positive",
+		`unknown role "nope"`,
+	} {
+		require.Contains(t, out, want)
+	}
+	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 6, "one line per problem:\n%s", out)
+}

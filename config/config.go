@@ -233,6 +233,14 @@ type badFunc func(key, format string, args ...any)
 
 // Validate checks values that parse but make no sense, naming the key.
 func (c *Config) Validate() error {
+	if errs := c.problems(); len(errs) > 0 {
+		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// problems are Validate's findings, sorted, one per setting at fault.
+func (c *Config) problems() []string {
 	var errs []string
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
@@ -325,9 +333,6 @@ func (c *Config) Validate() error {
 	c.Web.validate(bad)
 	c.Waitingroom.validate(bad)
 	c.Presence.validate(bad)
-	if len(errs) > 0 {
-		sort.Strings(errs)
-		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
-	}
-	return nil
+	sort.Strings(errs)
+	return errs
 }

@@ -134,33 +134,61 @@ func fieldIndex(cfg *Config) map[string]*field {
 }
 
 func loadFile(path string, fields map[string]*field, sources map[string]string) error {
+	problems, err := readFile(path, fields, sources)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("config file %s: %s", path, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// readFile applies the file at path to fields and answers every problem
+// of its keys and values, not only the first: a person fixes them in one
+// go. err is for a file that cannot be read or is not YAML.
+func readFile(path string, fields map[string]*field, sources map[string]string) (problems []string, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("config file: %w", err)
+		return nil, fmt.Errorf("config file: %w", err)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
+		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	if len(doc.Content) == 0 {
-		return nil // an empty file sets nothing
+		return nil, nil // an empty file sets nothing
 	}
 	var record func(key string)
 	if sources != nil {
 		record = func(key string) { sources[key] = "file " + path }
 	}
-	if err := applyNode(doc.Content[0], "", fields, record); err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
-	}
-	return nil
+	problem := func(err error) { problems = append(problems, err.Error()) }
+	applyNode(doc.Content[0], "", fields, record, problem)
+	return problems, nil
 }
 
-func applyNode(n *yaml.Node, prefix string, fields map[string]*field, record func(key string)) error {
+// Check judges the file at path alone, over the defaults: every problem of
+// its keys and values, then of the values together (Validate's), one a
+// line. cfg is the configuration as far as it could be read, so the caller
+// can judge what Config alone cannot (roles).
+func Check(path string) (cfg Config, problems []string, err error) {
+	cfg = Default()
+	problems, err = readFile(path, fieldIndex(&cfg), nil)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	return cfg, append(problems, cfg.problems()...), nil
+}
+
+func applyNode(n *yaml.Node, prefix string, fields map[string]*field, record func(key string), problem func(error)) {
 	if n.Kind != yaml.MappingNode {
 		if prefix == "" {
-			return fmt.Errorf("line %d: the top level must be a mapping", n.Line)
+			problem(fmt.Errorf("line %d: the top level must be a mapping", n.Line))
+			return
 		}
-		return fmt.Errorf("%s (line %d): expected a mapping", prefix, n.Line)
+		problem(fmt.Errorf("%s (line %d): expected a mapping", prefix, n.Line))
+		return
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -170,7 +198,8 @@ func applyNode(n *yaml.Node, prefix string, fields map[string]*field, record fun
 		}
 		if f, ok := fields[key]; ok {
 			if err := setNode(f, v); err != nil {
-				return fmt.Errorf("%s (line %d): %w", key, v.Line, err)
+				problem(fmt.Errorf("%s (line %d): %w", key, v.Line, err))
+				continue
 			}
 			if record != nil {
 				record(key)
@@ -181,14 +210,11 @@ func applyNode(n *yaml.Node, prefix string, fields map[string]*field, record fun
 			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 				continue // an empty section sets nothing
 			}
-			if err := applyNode(v, key, fields, record); err != nil {
-				return err
-			}
+			applyNode(v, key, fields, record, problem)
 			continue
 		}
-		return fmt.Errorf("%s (line %d): unknown key", key, k.Line)
+		problem(fmt.Errorf("%s (line %d): unknown key", key, k.Line))
 	}
-	return nil
 }
 
 func hasPrefix(fields map[string]*field, prefix string) bool {
