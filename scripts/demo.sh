@@ -6,26 +6,24 @@
 #   LISTEN=127.0.0.1:9090 bash scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 listen=${LISTEN:-127.0.0.1:8080}
 url="http://$listen"
+port_free "$listen" LISTEN
 mkdir -p var
-go build -o var/presenced .
+go build -o var/presenced . || die "the build failed (above)"
 
 var/presenced serve --listen "$listen" &
 server=$!
 trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null' EXIT INT TERM
-for _ in $(seq 1 120); do
-  curl -sf "$url/readyz" >/dev/null 2>&1 && break
-  kill -0 "$server" 2>/dev/null || exit 1
-  sleep 0.5
-done
+await_ready "$url" "$server"
 
-var/presenced demo >/dev/null
-key=$(var/presenced token --api-key 2>/dev/null)
+var/presenced demo >/dev/null || die "seeding the demo failed (above)"
+key=$(var/presenced token --api-key 2>/dev/null) || die "no API key from presenced token --api-key"
 # A line in front of the arena: 50 checkouts at a time, 10 let in a second.
 curl -sf -X PUT -H "X-API-Key: $key" -d '{"capacity":50,"batch":10}' \
-  "$url/v1/admin/waitingrooms/demo-arena" >/dev/null
+  "$url/v1/admin/waitingrooms/demo-arena" >/dev/null || die "opening the arena's waiting room failed"
 
 cat <<INFO
 

@@ -24,6 +24,7 @@
 # half.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 usage() { echo "usage: $0 connects|fanout REV [REV...]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
@@ -41,6 +42,7 @@ PORT=${PORT:-8111}
 OUT=${OUT:-$(mktemp -d)}
 export PRESENCED_HTTP_MAX_CONNECTIONS=${PRESENCED_HTTP_MAX_CONNECTIONS:-19500}
 export PRESENCED_HTTP_MAX_CONNECTIONS_PER_IP=0
+port_free "127.0.0.1:$PORT"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 mkdir -p "$OUT"
 
@@ -84,7 +86,7 @@ run() { # run REV N
   quiet
   taskset -c 0 "$OUT/presenced-$rev" serve --listen "127.0.0.1:$PORT" --roles presence,worker >"$OUT/server-$rev-$n.log" 2>&1 &
   srv=$!
-  for _ in $(seq 1 150); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
+  await_ready "http://127.0.0.1:$PORT" "$srv" "$OUT/server-$rev-$n.log"
   local args=(--target "http://127.0.0.1:$PORT" --user-prefix "bench$RANDOM$n" --connect-rate 0 --in-flight "$IN_FLIGHT")
   if [ "$shape" = connects ]; then
     args+=(--users 10000 --follow 20 --changes 0 --steady 1s --settle 1s -d 60s)

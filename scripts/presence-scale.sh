@@ -23,6 +23,7 @@
 # files here: keep USERS_PER_GATEWAY under PRESENCED_HTTP_MAX_CONNECTIONS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 GATEWAYS=${GATEWAYS:-1}
 USERS_PER_GATEWAY=${USERS_PER_GATEWAY:-5000}
@@ -43,6 +44,7 @@ for v in PRESENCED_REDIS_URL PRESENCED_POSTGRES_URL PRESENCED_JWT_SECRET PRESENC
     exit 2
   fi
 done
+for p in $(seq $((PORT - 1)) $((PORT + GATEWAYS - 1))); do port_free "127.0.0.1:$p"; done
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 mkdir -p "$OUT"
 bin=${BIN:-}
@@ -58,25 +60,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ready() {
-  for _ in $(seq 1 150); do
-    curl -sf "$1/readyz" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  echo "$1 did not become ready; see $OUT" >&2
-  return 1
-}
-
 "$bin" serve --listen "127.0.0.1:$((PORT - 1))" --roles worker >"$OUT/worker.log" 2>&1 &
 pids+=($!)
+logs=("$OUT/worker.log")
 gws=()
 for g in $(seq 0 $((GATEWAYS - 1))); do
   "$bin" serve --listen "127.0.0.1:$((PORT + g))" --roles presence >"$OUT/gateway$g.log" 2>&1 &
   pids+=($!)
+  logs+=("$OUT/gateway$g.log")
   gws+=("http://127.0.0.1:$((PORT + g))")
 done
-ready "http://127.0.0.1:$((PORT - 1))"
-for gw in "${gws[@]}"; do ready "$gw"; done
+urls=("http://127.0.0.1:$((PORT - 1))" "${gws[@]}")
+for i in "${!urls[@]}"; do await_ready "${urls[i]}" "${pids[i]}" "${logs[i]}"; done
 list=$(IFS=,; echo "${gws[*]}")
 
 total=$((USERS_PER_GATEWAY * GATEWAYS))

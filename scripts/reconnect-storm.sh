@@ -8,6 +8,7 @@
 # jitter. Needs Node 20+ (its WebSocket, behind --experimental-websocket on 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 CLIENTS=${CLIENTS:-2000}
 PORT=${PORT:-18099}
@@ -18,20 +19,16 @@ DOWN=${DOWN:-15}
 # PROTOCOL=viewers (a count subscription each) or presence (a signed-in
 # Presence following five others, resubscribed after the reconnect).
 PROTOCOL=${PROTOCOL:-viewers}
+url="http://127.0.0.1:$PORT"
+port_free "127.0.0.1:$PORT"
 work=$(mktemp -d)
 bin="$work/presenced"
 go build -o "$bin" .
-url="http://127.0.0.1:$PORT"
 
 start() {
   "$bin" serve --listen "127.0.0.1:$PORT" --data-dir "$work/var" >>"$work/serve.log" 2>&1 &
   echo $! >"$work/pid"
-  for _ in $(seq 1 120); do
-    curl -sf "$url/readyz" >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  echo "the server did not become ready; see $work/serve.log" >&2
-  return 1
+  await_ready "$url" "$(cat "$work/pid")" "$work/serve.log"
 }
 stop() {
   local pid
@@ -42,12 +39,12 @@ stop() {
 trap 'stop; for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done' EXIT
 
 start
-"$bin" demo --data-dir "$work/var" >/dev/null
+"$bin" demo --data-dir "$work/var" >/dev/null || die "seeding the demo failed; see $work/serve.log"
 node --experimental-websocket scripts/reconnect-storm.mjs --url "$url" --clients "$CLIENTS" \
   --hotel lisbon-100 --protocol "$PROTOCOL" --ready "$work/ready" >"$work/storm.out" 2>&1 &
 storm=$!
 while [ ! -f "$work/ready" ]; do
-  if ! kill -0 "$storm" 2>/dev/null; then cat "$work/storm.out"; exit 1; fi
+  if ! kill -0 "$storm" 2>/dev/null; then die "the clients did not connect: $(tail -n 1 "$work/storm.out")"; fi
   sleep 0.2
 done
 echo "$CLIENTS clients connected; restarting the server ($MODE)"

@@ -33,7 +33,8 @@ fi
 # test helpers start it like redis-server (from PATH or go install's folder).
 if ! command -v stripe-mock >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/stripe-mock" ]; then
   echo "installing stripe-mock (the Stripe adapter's tests need it)"
-  go install github.com/stripe/stripe-mock@v0.203.0
+  go install github.com/stripe/stripe-mock@v0.203.0 ||
+    { echo "could not build stripe-mock v0.203.0 from the Go module proxy (above)" >&2; exit 1; }
 fi
 
 # helm for the chart's tests (deploy/helm) and promtool for the alert rules'

@@ -10,7 +10,10 @@ presenced_tool() {
   local dir="${XDG_CACHE_HOME:-$HOME/.cache}/presenced-tools/$1-$3"
   if [ ! -x "$dir/$1" ]; then
     echo "building $1 $3 (once)" >&2
-    GOBIN="$dir" nice -n 15 go install "$2@$3" >&2
+    if ! GOBIN="$dir" nice -n 15 go install "$2@$3" >&2; then
+      echo "could not build $1 $3 from the Go module proxy (go install $2@$3, above)" >&2
+      return 1
+    fi
   fi
   echo "$dir/$1"
 }
