@@ -14,6 +14,14 @@ import (
 )
 
 func main() {
+	if err := newRoot().ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "presenced:", err)
+		os.Exit(1)
+	}
+}
+
+// newRoot is the command tree, every subcommand under presenced.
+func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "presenced",
 		Short: "Presence, live viewer counts, waiting rooms, booking and payments in one binary",
@@ -43,8 +51,5 @@ func main() {
 		cli.Loadgen(),
 		cli.VersionCmd(),
 	)
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "presenced:", err)
-		os.Exit(1)
-	}
+	return root
 }

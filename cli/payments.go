@@ -170,7 +170,7 @@ func GateCmd() *cobra.Command {
 	}
 	flags = configFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&manifest, "manifest", "", "manifest file from `presenced manifest export`")
+	f.StringVar(&manifest, "manifest", "", "manifest `FILE` written by presenced manifest export")
 	f.StringVar(&db, "db", "", "SQLite ledger (WAL), shared by every gate of the venue")
 	f.StringVar(&listen, "listen", "127.0.0.1:8090", "address the gate serves on")
 	f.StringVar(&name, "name", "gate-1", "this gate's name in the ledger")

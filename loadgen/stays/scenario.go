@@ -49,7 +49,7 @@ func (s *Scenario) Describe() string {
 
 func (s *Scenario) Flags(fs *pflag.FlagSet) {
 	s.secrets.AddFlags(fs)
-	fs.StringVar(&s.cities, "cities", "lisbon,paris,rome,berlin,oslo,prague", "cities to search (run `presenced demo` first)")
+	fs.StringVar(&s.cities, "cities", "lisbon,paris,rome,berlin,oslo,prague", "cities to search (run presenced demo first)")
 	fs.Float64Var(&s.holdShare, "hold-share", 0.3, "share of operations that hold a room after searching")
 	fs.IntVar(&s.horizon, "horizon", 14, "stays start within this many days from today (fewer: more contention)")
 	fs.IntVar(&s.maxNights, "max-nights", 4, "longest stay in nights")
