@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
@@ -248,4 +250,34 @@ func TestAccessLogCountsTheBytesOfErrorAnswers(t *testing.T) {
 	line := rec.access(slog.LevelInfo)[0]
 	require.EqualValues(t, 403, line["status"])
 	require.EqualValues(t, len(body), line["bytes"], "the line counts the JSON body the client got")
+}
+
+// Building a development server says nothing about X-Forwarded-For: the
+// commands that build the app to seed or administer it serve nothing. The
+// line comes when it serves.
+func TestLoopbackTrustIsLoggedWhenServing(t *testing.T) {
+	t.Parallel()
+	rec := &records{}
+	cfg := config.Default()
+	require.True(t, cfg.SingleNode())
+	s, err := NewServer(cfg, prometheus.NewRegistry(), slog.New(rec))
+	require.NoError(t, err)
+	said := func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, r := range rec.all {
+			if strings.Contains(r.Message, "X-Forwarded-For") {
+				return true
+			}
+		}
+		return false
+	}
+	require.False(t, said(), "built, not serving: no line")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	testenv.Eventually(t, 10*time.Second, said, "serving: the line")
+	require.NoError(t, s.Shutdown(context.Background()))
+	require.NoError(t, <-done)
 }

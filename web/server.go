@@ -46,6 +46,9 @@ type Server struct {
 	// admin is the http.admin_listen listener, when configured.
 	admin *adminServer
 	conns *connLimit
+	// loopbackTrusted: development mode trusts X-Forwarded-For from
+	// loopback (NewServer).
+	loopbackTrusted bool
 }
 
 // NewServer builds the echo server with request ids, access logs, panic
@@ -61,7 +64,6 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 		// X-Forwarded-For, and would otherwise be one network to the
 		// per-network limits and the abuse rules.
 		trusted = []string{"127.0.0.0/8", "::1/128"}
-		log.Info("development mode: X-Forwarded-For from loopback is trusted (set http.trusted_proxies to choose)")
 	}
 	e.IPExtractor = ipExtractor(trusted)
 
@@ -77,7 +79,8 @@ func NewServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
-	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, ready: newReadiness(log), conns: conns}
+	s := &Server{Echo: e, Sockets: sockets, cfg: cfg, log: log, ready: newReadiness(log), conns: conns,
+		loopbackTrusted: len(cfg.HTTP.TrustedProxies) == 0 && cfg.SingleNode()}
 	// Made here, not in Serve: Shutdown may run before or while Serve
 	// starts (a failed start, a signal), and a server shut down first
 	// refuses to serve.
@@ -129,6 +132,11 @@ func (s *Server) AddOptionalCheck(name string, check Check) { s.ready.add(name, 
 // Without TLS, net/http's own refusals go out in the error shape
 // (refusals.go).
 func (s *Server) Serve(ln net.Listener) error {
+	// Said when serving, not when built: the commands that build the app
+	// to seed or administer it serve nothing, and the line puzzled them.
+	if s.loopbackTrusted {
+		s.log.Info("development mode: X-Forwarded-For from loopback is trusted (set http.trusted_proxies to choose)")
+	}
 	ln = s.conns.wrap(ln)
 	var err error
 	if s.cfg.HTTP.TLSCert != "" {
