@@ -77,11 +77,15 @@ type QRView struct {
 // SandboxConfirm is the body of the sandbox's confirm step.
 type SandboxConfirm struct {
 	ClientSecret string `json:"clientSecret"`
-	// Faults for this intent's webhooks (webhook_twice, webhook_x100,
-	// webhook_out_of_order, webhook_late, webhook_wrong_amount,
-	// webhook_wrong_currency).
+	// Faults for this intent's webhooks: SandboxConfirmFaults.
 	Faults []string `json:"faults,omitempty"`
 }
+
+// SandboxConfirmFaults are the faults the confirm step takes: those that
+// shape the charge's webhooks. The others of config.SandboxFaults act when
+// the intent is created, so only the config sets them.
+var SandboxConfirmFaults = []string{"webhook_twice", "webhook_x100", "webhook_out_of_order",
+	"webhook_late", "webhook_wrong_amount", "webhook_wrong_currency"}
 
 // SandboxIntentView is an intent as the sandbox shows it.
 type SandboxIntentView struct {

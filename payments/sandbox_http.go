@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -28,9 +29,13 @@ func (s *sandbox) postConfirm(c echo.Context) error {
 		return wire.BadRequest("clientSecret is required")
 	}
 	for _, f := range body.Faults {
-		if !slices.Contains(config.SandboxFaults, f) {
-			return wire.BadRequest("unknown fault %q", f)
+		if slices.Contains(SandboxConfirmFaults, f) {
+			continue
 		}
+		if slices.Contains(config.SandboxFaults, f) {
+			return wire.BadRequest("fault %q acts when the intent is created: set it in payments.sandbox.faults", f)
+		}
+		return wire.BadRequest("unknown fault %q", f)
 	}
 	id := c.Param("id")
 	if !cleanToken(id, 128) {
@@ -44,7 +49,7 @@ func (s *sandbox) postConfirm(c echo.Context) error {
 	if err != nil {
 		return unavailable("confirm", err)
 	}
-	return c.JSON(http.StatusOK, SandboxIntentView{ID: in.ID, Amount: in.Amount, Currency: in.Currency, Status: in.Status, Charged: in.ChargedAt})
+	return c.JSON(http.StatusOK, SandboxIntentView{ID: in.ID, Amount: in.Amount, Currency: strings.ToUpper(in.Currency), Status: in.Status, Charged: in.ChargedAt})
 }
 
 func (s *sandbox) getLedger(c echo.Context) error {
