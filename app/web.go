@@ -1,6 +1,8 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"sort"
 	"strings"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/internal/auth"
 	"github.com/presenced/presenced/web/pages"
 )
@@ -48,6 +51,9 @@ func (a *App) mountPages() error {
 			}
 		}
 	}
+	if slices.Contains(a.started, "booking.search") {
+		site.Hotel = a.pageHotel
+	}
 	if a.devTokens {
 		secret, cfg := a.Config.Auth.JWTSecret, a.Config.Auth
 		site.SignIn = func(user string) (string, time.Time, error) {
@@ -57,6 +63,26 @@ func (a *App) mountPages() error {
 		}
 	}
 	return pages.Mount(a.Server.Echo, site)
+}
+
+// pageHotel reads a hotel for its demo page from booking's search.
+func (a *App) pageHotel(ctx context.Context, id string) (*pages.Hotel, error) {
+	b, err := a.Booking()
+	if err != nil {
+		return nil, err
+	}
+	card, err := b.Hotel(ctx, id)
+	if errors.Is(err, booking.ErrHotelNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	h := &pages.Hotel{Name: card.Name, City: card.City, Currency: card.Currency}
+	for _, rt := range card.RoomTypes {
+		h.RoomTypes = append(h.RoomTypes, pages.RoomType{ID: rt.ID, Name: rt.Name, Capacity: rt.Capacity, BasePrice: rt.BasePrice})
+	}
+	return h, nil
 }
 
 func (a *App) demoPagesOn() bool {

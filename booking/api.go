@@ -1,9 +1,11 @@
 package booking
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -103,6 +105,39 @@ func (m *Module) HotelsSince(ctx context.Context, cursor int64, limit int) ([]st
 		return nil, cursor, errors.New("booking: the hotel directory is not started in this process")
 	}
 	return hotelsSince(ctx, m.directory, cursor, limit)
+}
+
+// HotelCard is what a hotel's page shows before any dates are chosen.
+type HotelCard struct {
+	ID, Name, City, Currency string
+	RoomTypes                []RoomTypeCard // cheapest first
+}
+
+// RoomTypeCard is one room type of a HotelCard.
+type RoomTypeCard struct {
+	ID, Name  string
+	Capacity  int
+	BasePrice int64 // minor units, per room and night, before rates
+}
+
+// Hotel reads the hotel's card (ErrHotelNotFound when there is none). It
+// needs the search part, whose read-only login it uses.
+func (m *Module) Hotel(ctx context.Context, id string) (HotelCard, error) {
+	if m.search == nil {
+		return HotelCard{}, errors.New("booking: the hotel search is not started in this process")
+	}
+	h, err := loadHotel(ctx, m.search.ro, id)
+	if err != nil {
+		return HotelCard{}, err
+	}
+	card := HotelCard{ID: id, Name: h.name, City: h.city, Currency: h.currency}
+	for _, rt := range h.roomTypes {
+		card.RoomTypes = append(card.RoomTypes, RoomTypeCard{ID: rt.id, Name: rt.name, Capacity: rt.capacity, BasePrice: rt.basePrice})
+	}
+	slices.SortFunc(card.RoomTypes, func(a, b RoomTypeCard) int {
+		return cmp.Or(cmp.Compare(a.BasePrice, b.BasePrice), cmp.Compare(a.ID, b.ID))
+	})
+	return card, nil
 }
 
 // Administration: what `presenced event create`, `presenced hotel create`

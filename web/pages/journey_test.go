@@ -20,6 +20,37 @@ func TestBrowserIndex(t *testing.T) {
 	waitJS(t, page, "the index lists the roles", `document.querySelectorAll('section.card').length >= 7`)
 	accessible(t, page)
 	shot(t, page, "index")
+
+	// At a phone's width the routes and part names wrap after a slash, a
+	// dot or a space, never inside a word.
+	phone(t, page)
+	run(t, page, chromedp.Reload())
+	waitJS(t, page, "the index lists the roles", `document.querySelectorAll('section.card').length >= 7`)
+	broken := evalJS[[]string](t, page, `(() => {
+		const out = [];
+		for (const code of document.querySelectorAll('td code')) {
+			const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+			const chars = [];
+			for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+				for (let i = 0; i < n.length; i++) {
+					const r = document.createRange();
+					r.setStart(n, i);
+					r.setEnd(n, i + 1);
+					const box = r.getClientRects()[0];
+					if (box) chars.push({c: n.data[i], top: Math.round(box.top)});
+				}
+			}
+			for (let i = 1; i < chars.length; i++) {
+				if (chars[i].top > chars[i - 1].top + 2 && !'/. '.includes(chars[i - 1].c) && chars[i].c !== ' ') {
+					out.push(code.textContent + ' at ' + i);
+				}
+			}
+		}
+		return out;
+	})()`)
+	require.Empty(t, broken, "identifiers broken mid-word at phone width")
+	shot(t, page, "index-phone")
+	desktop(t, page)
 }
 
 func TestBrowserHotelCountRisesWithOtherViewers(t *testing.T) {

@@ -7,12 +7,14 @@
 package pages
 
 import (
+	"context"
 	"embed"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -51,6 +53,26 @@ type Site struct {
 	ManualStatuses []string
 	// DemoEvent is the event the index links the sale page to.
 	DemoEvent string
+	// Hotel reads a hotel for its page (nil, nil: no such hotel); nil when
+	// this process does not run the hotel search, and the page then knows
+	// only what its query string says.
+	Hotel func(ctx context.Context, id string) (*Hotel, error)
+}
+
+// Hotel is what a hotel's page shows before any dates are chosen.
+type Hotel struct {
+	Name      string     `json:"name"`
+	City      string     `json:"city"`
+	Currency  string     `json:"currency"`
+	RoomTypes []RoomType `json:"roomTypes"`
+}
+
+// RoomType is one room type of a Hotel.
+type RoomType struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Capacity  int    `json:"capacity"`
+	BasePrice int64  `json:"basePrice"` // minor units a night, before rates
 }
 
 // Role is one role of the process, for the index.
@@ -99,9 +121,7 @@ func Mount(e *echo.Echo, s Site) error {
 		switch p {
 		case Hotels:
 			e.Match(getOrHead, "/demo/hotels", r.page("hotels", "Hotels", nil))
-			e.Match(getOrHead, "/demo/hotels/:hotel", r.page("hotel", "Hotel", func(c echo.Context) (map[string]any, error) {
-				return map[string]any{"hotel": c.Param("hotel")}, validID(c.Param("hotel"))
-			}))
+			e.Match(getOrHead, "/demo/hotels/:hotel", r.hotel)
 		case Presence:
 			e.Match(getOrHead, "/demo/presence", r.page("presence", "Presence", nil))
 		case Sale:
@@ -142,13 +162,23 @@ type renderer struct {
 func newRenderer(s Site) (*renderer, error) {
 	r := &renderer{site: s, tmpl: map[string]*template.Template{}}
 	for _, name := range []string{"index", "hotels", "hotel", "presence", "sale", "checkout", "ops"} {
-		t, err := template.New("layout.html").ParseFS(files, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New("layout.html").Funcs(template.FuncMap{"breakable": breakable}).
+			ParseFS(files, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("pages: template %s: %w", name, err)
 		}
 		r.tmpl[name] = t
 	}
 	return r, nil
+}
+
+// breakable lets a narrow screen wrap an identifier (a route, a part's
+// name) after its slashes and dots, never inside a word.
+func breakable(s string) template.HTML {
+	e := template.HTMLEscapeString(s)
+	e = strings.ReplaceAll(e, "/", "/<wbr>")
+	e = strings.ReplaceAll(e, ".", ".<wbr>")
+	return template.HTML(e) // escaped above; only <wbr> added
 }
 
 // view is what every template gets.
@@ -212,6 +242,33 @@ func connectSrc(host string) string {
 var hostPattern = regexp.MustCompile(`^[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$`)
 
 func (r *renderer) index(c echo.Context) error { return r.render(c, "index", "presenced", nil) }
+
+// hotel renders a hotel's page titled with the hotel's name, not its id,
+// with what the page needs to book before any search: its city (the
+// search's key), currency and room types. Without the search in this
+// process, or when it fails, the page is titled with the id and books from
+// its query string.
+func (r *renderer) hotel(c echo.Context) error {
+	id := c.Param("hotel")
+	if err := validID(id); err != nil {
+		return err
+	}
+	cfg := map[string]any{"hotel": id, "hotelName": id}
+	if r.site.Hotel != nil {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
+		defer cancel()
+		// A failed read leaves the page as it would be without the search.
+		h, err := r.site.Hotel(ctx, id)
+		switch {
+		case err != nil:
+		case h == nil:
+			return echo.NewHTTPError(http.StatusNotFound, "no such hotel")
+		default:
+			cfg["hotelName"], cfg["hotelInfo"] = h.Name, h
+		}
+	}
+	return r.render(c, "hotel", cfg["hotelName"].(string), cfg)
+}
 
 func (r *renderer) page(name, title string, cfg func(echo.Context) (map[string]any, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {

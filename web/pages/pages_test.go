@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -22,7 +24,7 @@ func TestIndexSaysWhatThisProcessServes(t *testing.T) {
 
 	status, body := call(t, http.MethodGet, s.URL+"/", nil, nil)
 	require.Equal(t, http.StatusOK, status)
-	page := string(body)
+	page := withoutBreaks(body)
 	require.Contains(t, page, "<code>browse</code>")
 	require.Contains(t, page, "<code>booking.seatmap</code>")
 	require.Contains(t, page, "<code>GET /v1/events/:event/seats</code>")
@@ -52,8 +54,8 @@ func TestIndexListsOnlyCallableRoutes(t *testing.T) {
 	s := apptest.Start(t, cfg)
 	status, body := call(t, http.MethodGet, s.URL+"/", nil, nil)
 	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, string(body), "<code>GET /v1/waitingroom/:event/ws</code>")
-	require.Contains(t, string(body), "<code>PUT /v1/admin/waitingrooms/:event</code>")
+	require.Contains(t, withoutBreaks(body), "<code>GET /v1/waitingroom/:event/ws</code>")
+	require.Contains(t, withoutBreaks(body), "<code>PUT /v1/admin/waitingrooms/:event</code>")
 	// The waiting room's admin group has middleware, for which echo adds
 	// catch-all entries: they are not routes.
 	require.NotContains(t, string(body), "echo_route_not_found")
@@ -90,18 +92,25 @@ func TestPagesAndAssetsAnswerHead(t *testing.T) {
 	s := apptest.Start(t, cfg)
 	for _, p := range []string{"/", "/js/presenced.js", "/js/pages/sale.js", "/css/site.css",
 		"/demo/hotels", "/demo/hotels/h1", "/demo/presence", "/demo/sale/e1", "/demo/checkout", "/demo/ops"} {
+		want := http.StatusOK
+		if p == "/demo/hotels/h1" {
+			want = http.StatusNotFound // no such hotel
+		}
 		get, err := http.Get(s.URL + p)
 		require.NoError(t, err)
 		get.Body.Close()
-		require.Equal(t, http.StatusOK, get.StatusCode, p)
+		require.Equal(t, want, get.StatusCode, p)
 
 		head, err := http.Head(s.URL + p)
 		require.NoError(t, err)
 		body, err := io.ReadAll(head.Body)
 		head.Body.Close()
 		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, head.StatusCode, "HEAD "+p)
+		require.Equal(t, want, head.StatusCode, "HEAD "+p)
 		require.Empty(t, body, "HEAD "+p)
+		if want != http.StatusOK {
+			continue // an error answers HEAD without a body or its type
+		}
 		for _, h := range []string{"Content-Type", "Cache-Control", "Content-Security-Policy"} {
 			require.Equal(t, get.Header.Get(h), head.Header.Get(h), "HEAD %s: %s", p, h)
 		}
@@ -176,4 +185,25 @@ func TestDemoPagesOffOutsideDevelopment(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, string(body), "No demo pages on this process")
 	require.Contains(t, string(body), "<code>GET /v1/presence/ws</code>")
+}
+
+// withoutBreaks is a page without the <wbr> that let identifiers wrap.
+func withoutBreaks(body []byte) string {
+	return strings.ReplaceAll(string(body), "<wbr>", "")
+}
+
+// A hotel's page is titled with the hotel's name, with or without dates,
+// and carries its city for the search; an unknown hotel is 404.
+func TestHotelPageIsTitledWithTheHotelsName(t *testing.T) {
+	s := server(t)
+	id := "pt-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	createHotel(t, s, id, "titletown", "Title Test Hotel")
+	status, body := call(t, http.MethodGet, s.URL+"/demo/hotels/"+id, nil, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(body), "<title>Title Test Hotel · presenced</title>")
+	require.Contains(t, string(body), `<h1 id="hotel-name">Title Test Hotel</h1>`)
+	require.Contains(t, string(body), `"city":"titletown"`)
+
+	status, _ = call(t, http.MethodGet, s.URL+"/demo/hotels/no-such-hotel-"+id, nil, nil)
+	require.Equal(t, http.StatusNotFound, status)
 }

@@ -1,5 +1,6 @@
-// /demo/ops: the line of an event and this process's own figures, with
-// the admission dial (capacity, batch, pause) behind the API key.
+// /demo/ops: this process's own figures (public, from /metrics, shown at
+// once), and behind the API key the line of an event and the admission
+// dial (capacity, batch, pause).
 import { ApiError, request } from '/js/presenced.js';
 import { $, config, duration, explain, show, text } from './common.js';
 
@@ -74,32 +75,45 @@ function parseMetrics(body) {
 const sum = (ms, name, pred = () => true) => ms.filter((m) => m.name === name && pred(m.labels)).reduce((n, m) => n + m.value, 0);
 const has = (ms, name) => ms.some((m) => m.name === name);
 
+/** figure shows a tile's value, or says the process has no such figure. */
+function figure(id, present, value) {
+  const el = $(id);
+  el.classList.toggle('absent', !present);
+  el.dataset.state = present ? 'shown' : 'absent';
+  text(id, present ? value : 'not on this process');
+}
+
+// Public (/metrics): shown from the start, whether or not a key is given.
 async function metrics() {
   try {
     const ms = parseMetrics(await (await fetch(base + '/metrics', { cache: 'no-store' })).text());
     const holds = 'presenced_booking_hold_outcomes_total';
-    if (has(ms, holds)) {
-      // Labelled by HTTP status: 201 held, 409 a correct refusal (taken).
-      text('holds-ok', sum(ms, holds, (l) => l.code === '201'));
-      text('holds-taken', sum(ms, holds, (l) => l.code === '409'));
-      text('holds-other', sum(ms, holds, (l) => l.code !== '201' && l.code !== '409'));
-    }
+    // Labelled by HTTP status: 201 held, 409 a correct refusal (taken).
+    figure('holds-ok', has(ms, holds), sum(ms, holds, (l) => l.code === '201'));
+    figure('holds-taken', has(ms, holds), sum(ms, holds, (l) => l.code === '409'));
+    figure('holds-other', has(ms, holds), sum(ms, holds, (l) => l.code !== '201' && l.code !== '409'));
     const age = 'presenced_outbox_oldest_unpublished_age_seconds';
-    if (has(ms, age)) text('outbox-age', duration(sum(ms, age)));
-    if (has(ms, 'presenced_presence_connections')) text('presence-conns', sum(ms, 'presenced_presence_connections'));
-    if (has(ms, 'presenced_realtime_connections')) text('sockets', sum(ms, 'presenced_realtime_connections'));
+    figure('outbox-age', has(ms, age), duration(sum(ms, age)));
+    figure('presence-conns', has(ms, 'presenced_presence_connections'), sum(ms, 'presenced_presence_connections'));
+    figure('sockets', has(ms, 'presenced_realtime_connections'), sum(ms, 'presenced_realtime_connections'));
   } catch {
     // the next round tries again
   }
 }
 
+let metricsTimer = null;
+
 function watch() {
   timers.forEach(clearInterval);
   timers = [];
+  show('line-needs-key', !key || !event);
+  if (!metricsTimer) {
+    metrics();
+    metricsTimer = setInterval(metrics, 5000);
+  }
   if (!key || !event) return;
   room();
-  metrics();
-  timers.push(setInterval(room, 2000), setInterval(metrics, 5000));
+  timers.push(setInterval(room, 2000));
 }
 
 $('ops-form').addEventListener('submit', (ev) => {
