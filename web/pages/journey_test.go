@@ -49,7 +49,6 @@ func TestBrowserIndex(t *testing.T) {
 		return out;
 	})()`)
 	require.Empty(t, broken, "identifiers broken mid-word at phone width")
-	shot(t, page, "index-phone")
 	desktop(t, page)
 }
 
