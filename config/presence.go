@@ -184,6 +184,10 @@ const MaxOpeningWait = 10 * time.Second
 // AutomaticStatuses are derived by the server and cannot be manual ones.
 var AutomaticStatuses = []string{"online", "idle", "offline"}
 
+// StatusInvisible is the privacy mode a user sets like a status: followers
+// see them offline. It cannot be a manual status's name.
+const StatusInvisible = "invisible"
+
 func (p Presence) validate(bad badFunc) {
 	switch p.Policy {
 	case PresencePolicyOpen, PresencePolicyContacts:
@@ -197,6 +201,8 @@ func (p Presence) validate(bad badFunc) {
 			bad("presence.manual_statuses", "%q: names are 1 to 32 characters without surrounding spaces", s)
 		case contains(AutomaticStatuses, s):
 			bad("presence.manual_statuses", "%q is an automatic status", s)
+		case s == StatusInvisible:
+			bad("presence.manual_statuses", "%q is the privacy mode, not a status", s)
 		case seen[s]:
 			bad("presence.manual_statuses", "%q is listed twice", s)
 		}

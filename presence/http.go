@@ -31,7 +31,12 @@ func (a *readAPI) user(c echo.Context) error {
 	if len(forbidden) > 0 {
 		return wire.Errorf(http.StatusForbidden, "forbidden", "not visible to you: not a contact and no shared room")
 	}
-	sts, err := a.m.st.statuses(ctx, []string{id})
+	read := a.m.st.statuses
+	if id == claims.Subject {
+		// A user sees themself as they are, invisible or not.
+		read = a.m.st.trueStatuses
+	}
+	sts, err := read(ctx, []string{id})
 	if err != nil {
 		return a.unavailable(err)
 	}
@@ -40,6 +45,9 @@ func (a *readAPI) user(c echo.Context) error {
 
 type queryBody struct {
 	Users []string `json:"users"`
+	// IncludeInvisible asks for invisible users' true statuses (marked
+	// "invisible": true) instead of the offline their followers see.
+	IncludeInvisible bool `json:"includeInvisible"`
 }
 
 func (a *readAPI) query(c echo.Context) error {
@@ -57,7 +65,11 @@ func (a *readAPI) query(c echo.Context) error {
 	if !ok {
 		return wire.BadRequest("%q is not a valid user id", truncate(bad, 40))
 	}
-	sts, err := a.m.st.statuses(c.Request().Context(), ids)
+	read := a.m.st.statuses
+	if body.IncludeInvisible {
+		read = a.m.st.trueStatuses
+	}
+	sts, err := read(c.Request().Context(), ids)
 	if err != nil {
 		return a.unavailable(err)
 	}

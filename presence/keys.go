@@ -46,6 +46,9 @@ const (
 	partFollowers = "followers"
 	partRooms     = "rooms"
 	partChannel   = "updates"
+	// partPrivacy is a HASH of the user's privacy choices (inv "1" while
+	// invisible). It has no expiry: the choices outlive the sessions.
+	partPrivacy = "privacy"
 )
 
 // userEntity is the hash tag every key of user id shares.

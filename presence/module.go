@@ -88,6 +88,8 @@ func (m *Module) StartGateway(ctx context.Context, h module.Host) error {
 //	POST /v1/presence/query           API key, up to presence.max_query_users ids
 //	PUT  /v1/presence/contacts/:user  API key, replace a contact list
 //	GET  /v1/presence/contacts/:user  API key
+//	PUT  /v1/presence/privacy/:user   API key, set or clear invisible
+//	GET  /v1/presence/privacy/:user   API key
 func (m *Module) StartRead(ctx context.Context, h module.Host) error {
 	if err := m.openUsers(ctx, h); err != nil {
 		return err
@@ -98,6 +100,8 @@ func (m *Module) StartRead(ctx context.Context, h module.Host) error {
 	g.POST("/v1/presence/query", api.query, apiKey)
 	g.PUT("/v1/presence/contacts/:user", api.putContacts, apiKey)
 	g.GET("/v1/presence/contacts/:user", api.getContacts, apiKey)
+	g.PUT("/v1/presence/privacy/:user", api.putPrivacy, apiKey)
+	g.GET("/v1/presence/privacy/:user", api.getPrivacy, apiKey)
 	return nil
 }
 

@@ -1,6 +1,10 @@
 package presence
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/presenced/presenced/config"
+)
 
 // The wire protocol a client sees over /v1/presence/ws and the read API:
 // events, payloads, error and close codes. Clients and the load generator
@@ -11,6 +15,9 @@ const (
 	StatusOnline  = "online"
 	StatusIdle    = "idle"
 	StatusOffline = "offline"
+	// StatusInvisible is set like a manual status (presence:update) but is
+	// a privacy mode: followers see the user offline until it is cleared.
+	StatusInvisible = config.StatusInvisible
 )
 
 // Status is what a follower sees of a user.
@@ -27,6 +34,10 @@ type Status struct {
 	// TS is when the change was published (Unix ms, server clock); it feeds
 	// the publish-to-push latency and is not sent to clients.
 	TS int64 `json:"ts,omitempty"`
+	// Invisible is set only in a user's own view of themself (and in the
+	// true view an API key asks for): followers see an invisible user
+	// offline, with nothing telling it apart from one really gone.
+	Invisible bool `json:"invisible,omitempty"`
 }
 
 // Protocol events.

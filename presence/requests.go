@@ -174,7 +174,7 @@ func (c *client) onUpdate(ctx context.Context, env wire.Envelope) {
 		c.sendError(wire.CodeBadPayload, "presence:update: status or active is required", env.ID, nil)
 		return
 	}
-	kind, manual := "none", ""
+	kind, manual, invisible := "none", "", ""
 	if p.Active != nil {
 		kind = "inactive"
 		if *p.Active {
@@ -183,7 +183,8 @@ func (c *client) onUpdate(ctx context.Context, env wire.Envelope) {
 	}
 	if len(p.Status) > 0 {
 		if bytes.Equal(bytes.TrimSpace(p.Status), []byte("null")) {
-			manual = "-"
+			// Clears invisible too: null is "back to what I really am".
+			manual, invisible = "-", "-"
 		} else {
 			var s string
 			if err := wire.StrictJSON(p.Status, &s); err != nil {
@@ -194,13 +195,17 @@ func (c *client) onUpdate(ctx context.Context, env wire.Envelope) {
 			case s == StatusOffline:
 				c.sendError(CodeInvalidTransition, "offline is not a status to set: send session:disconnect to leave", env.ID, nil)
 				return
+			case s == StatusInvisible:
+				// An overlay: the manual status, if any, stays the user's own.
+				invisible = "+"
 			case s == StatusOnline || s == StatusIdle:
-				// Back to automatic, with this device active or not.
+				// Back to automatic, with this device active or not, and
+				// visible.
 				if p.Active != nil && *p.Active != (s == StatusOnline) {
 					c.sendError(wire.CodeBadPayload, "presence:update: status and active disagree", env.ID, nil)
 					return
 				}
-				manual, kind = "-", "active"
+				manual, invisible, kind = "-", "-", "active"
 				if s == StatusIdle {
 					kind = "inactive"
 				}
@@ -212,7 +217,7 @@ func (c *client) onUpdate(ctx context.Context, env wire.Envelope) {
 			}
 		}
 	}
-	res, err := c.g.mod.st.step(ctx, c.user, "update", c.sid, kind, 0, manual)
+	res, err := c.g.mod.st.step(ctx, c.user, "update", c.sid, kind, 0, manual, invisible)
 	if err != nil {
 		c.failed(err, env.ID)
 		return
@@ -220,7 +225,8 @@ func (c *client) onUpdate(ctx context.Context, env wire.Envelope) {
 	c.noteActivity(kind, 0)
 	c.g.mod.changed(ctx, res)
 	c.armIdle(res.IdleIn)
-	c.conn.Send(wire.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: []Status{res.Status.public()}}, env.ID))
+	// The user's own status, not what followers see of it.
+	c.conn.Send(wire.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: []Status{res.Own.public()}}, env.ID))
 }
 
 // onSubscriptions applies subscriptions:set|add|remove.

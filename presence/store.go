@@ -85,6 +85,9 @@ type stepResult struct {
 	// subscribed is the subscriptions script's answer to the set an open
 	// made (openSubscribing); nil otherwise.
 	subscribed []any
+	// Own is the user's true status, for their own sessions: Status is
+	// what followers see, which differs while the user is invisible.
+	Own Status
 }
 
 // step runs one session operation on a user and recomputes their status.
@@ -100,7 +103,7 @@ func (s *stateStore) step(ctx context.Context, user, op, sid string, args ...any
 	argv = append(argv, op, sid, userJSON, e.Key(partChannel))
 	argv = append(argv, s.stepSettings...)
 	argv = append(argv, args...)
-	scriptKeys := []string{e.Key(partStatus), e.Key(partSessions), e.Key(partNotify), e.Key(partSubs)}
+	scriptKeys := []string{e.Key(partStatus), e.Key(partSessions), e.Key(partNotify), e.Key(partSubs), e.Key(partPrivacy)}
 	res, err := s.batch.runScript(ctx, sessionScript, scriptKeys, argv)
 	if err != nil {
 		return stepResult{}, fmt.Errorf("presence: session %s: %w", op, err)
@@ -117,7 +120,7 @@ func parseStep(user string, res []any) (stepResult, error) {
 			return stepResult{}, errTooManySessions
 		}
 	}
-	if len(res) != 12 {
+	if len(res) != 16 {
 		return stepResult{}, fmt.Errorf("presence: session step: unexpected reply %v", res)
 	}
 	st := stepResult{
@@ -136,6 +139,11 @@ func parseStep(user string, res []any) (stepResult, error) {
 	st.subscribed, _ = res[11].([]any)
 	if st.Status.Since == 0 {
 		st.Status.LastActiveAt = 0
+	}
+	st.Own = Status{User: user, Status: toString(res[12]), Since: toInt(res[13]), LastActiveAt: toInt(res[14]),
+		V: st.Status.V, Invisible: toInt(res[15]) == 1}
+	if st.Own.Since == 0 {
+		st.Own.LastActiveAt = 0
 	}
 	return st, nil
 }
@@ -170,6 +178,7 @@ func (s *stateStore) statuses(ctx context.Context, users []string) ([]*Status, e
 		return nil, fmt.Errorf("presence: read statuses: %w", err)
 	}
 	gran := s.cfg.LastActiveGranularity.Milliseconds()
+	expired := time.Now().Add(-s.cfg.OfflineRetention).UnixMilli()
 	out := make([]*Status, len(users))
 	for i, u := range users {
 		vals := cmds[i].Val()
@@ -178,9 +187,51 @@ func (s *stateStore) statuses(ctx context.Context, users []string) ([]*Status, e
 			continue
 		}
 		la := toInt(vals[2])
-		out[i] = &Status{User: u, Status: toString(vals[0]), Since: toInt(vals[1]), LastActiveAt: la - la%gran, V: toInt(vals[3])}
+		st := &Status{User: u, Status: toString(vals[0]), Since: toInt(vals[1]), LastActiveAt: la - la%gran, V: toInt(vals[3])}
+		if st.Status == StatusOffline && st.Since <= expired {
+			// The hash of one really offline this long has expired; an
+			// invisible user's is kept, and must read the same.
+			st = offlineStatus(u)
+		}
+		out[i] = st
 	}
 	return out, nil
+}
+
+// trueStatuses reads the users' true statuses: an invisible user's own,
+// marked Invisible, where statuses reads what followers see.
+func (s *stateStore) trueStatuses(ctx context.Context, users []string) ([]*Status, error) {
+	pub, err := s.statuses(ctx, users)
+	if err != nil {
+		return nil, err
+	}
+	status := make([]*redis.SliceCmd, len(users))
+	inv := make([]*redis.StringCmd, len(users))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, u := range users {
+			status[i] = p.HMGet(ctx, s.keys.userKey(u, partStatus), "t", "tt", "tl")
+			inv[i] = p.HGet(ctx, s.keys.userKey(u, partPrivacy), "inv")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("presence: read true statuses: %w", err)
+	}
+	gran := s.cfg.LastActiveGranularity.Milliseconds()
+	for i := range users {
+		if inv[i].Val() != "1" {
+			continue
+		}
+		st := *pub[i]
+		st.Invisible = true
+		if vals := status[i].Val(); len(vals) == 3 && vals[0] != nil {
+			// tl is written only once activity passes what followers saw.
+			la := toInt(vals[2])
+			st.Status, st.Since, st.LastActiveAt = toString(vals[0]), toInt(vals[1]), max(st.LastActiveAt, la-la%gran)
+		}
+		pub[i] = &st
+	}
+	return pub, nil
 }
 
 // ping records a session's liveness (or, with closed, its last sign of

@@ -5,8 +5,16 @@
 -- It runs on every status change and ping, so it reads each key once and
 -- writes the status hash at most once.
 --
--- KEYS: 1 status hash, 2 sessions hash, 3 notify set, 4 forward subscriptions
--- ARGV: 1 op (open|update|close|recompute), 2 session id, 3 user as a JSON
+-- Invisible users: the status published (and kept in s, since, v, la) is
+-- the public one, what followers may know; while the user is invisible it
+-- stays what it would be had they gone offline as they went invisible, and
+-- the true status lives in t, tt (its since), tl (last activity) for the
+-- user's own view. Deciding it here, in the one step that publishes, is
+-- what keeps a follower from seeing anything an offline user would not.
+--
+-- KEYS: 1 status hash, 2 sessions hash, 3 notify set, 4 forward
+--       subscriptions, 5 privacy hash (inv "1" while invisible; no expiry)
+-- ARGV: 1 op (open|update|close|recompute|privacy), 2 session id, 3 user as a JSON
 --       string, 4 channel, 5 publish command (PUBLISH or SPUBLISH), 6 idle
 --       threshold ms, 7 last-active granularity ms, 8 offline retention ms,
 --       9 max sessions, 10.. op arguments
@@ -14,12 +22,18 @@
 -- named them): ARGV 10 max subscriptions, 11 n, 12.. the users and the full
 -- subjects, as applySubs (subs_apply.lua, prepended) takes them.
 -- Session record: "<last interaction ms>|<a|i>" (a: active, i: declared inactive).
+-- A privacy op (no session: the API key's) sets (ARGV 10 '+') or clears
+-- ('-') invisible.
 -- Status hash: s shown status, m manual status, since, v, la last activity,
--- x "1" while the hash expires (the user is offline).
+-- x "1" while the hash expires (the user is offline); t, tt, tl while
+-- invisible (above).
 --
 -- Returns {result, changed, status, since, lastActiveAt (rounded), v,
 --          sessions, idleIn ms (-1: none active), notify watchers, forward,
---          following, subscribed}
+--          following, subscribed, own status, own since, own lastActiveAt
+--          (rounded), invisible 1|0}
+-- where changed and the first status are the public ones, and own the
+-- user's true status.
 -- where forward lists the subscriptions removed because the user went
 -- offline, following (open only) the user's subscriptions as the session
 -- opens, which its gateway follows, and subscribed (an open that set them)
@@ -27,7 +41,7 @@
 -- subscriptions script gives it. The session opens even when the set is
 -- refused; following is then the set as it was, and after 'ok' it is
 -- empty: the caller named the set.
-local status, sessions, notify, subs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local status, sessions, notify, subs, privacy = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op, sid = ARGV[1], ARGV[2]
 local threshold = tonumber(ARGV[6])
 
@@ -35,7 +49,9 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local recs = redis.call('HGETALL', sessions)
-local cur = redis.call('HMGET', status, 's', 'since', 'v', 'la', 'm', 'x')
+local cur = redis.call('HMGET', status, 's', 'since', 'v', 'la', 'm', 'x', 't', 'tt', 'tl')
+local inv = redis.call('HGET', privacy, 'inv')
+local invOp = ''
 
 -- This session's record: its position in recs (0: absent).
 local at = 0
@@ -77,13 +93,22 @@ elseif op == 'close' then
     table.remove(recs, at)
     table.remove(recs, at - 1)
   end
+elseif op == 'privacy' then
+  invOp = ARGV[10]
 elseif op == 'update' then
   -- ARGV 10: activity (none|active|inactive|idle_ms), 11: idle ms,
-  --      12: manual status ('' keep, '-' clear, '=<name>' set)
+  --      12: manual status ('' keep, '-' clear, '=<name>' set),
+  --      13: invisible ('' keep, '+' set, '-' clear)
   if at == 0 then
     return {'no_session'}
   end
+  invOp = ARGV[13] or ''
   local kind = ARGV[10]
+  if kind == 'none' and invOp == '-' and inv then
+    -- Coming back on a device is an interaction of it, as the connect of
+    -- one who was really offline is: online, last activity now.
+    kind = 'active'
+  end
   if kind ~= 'none' then
     local la, state = parse(recs[at])
     if kind == 'active' then
@@ -107,13 +132,29 @@ elseif op == 'update' then
   end
 end
 
+if invOp == '+' and not inv then
+  redis.call('HSET', privacy, 'inv', '1')
+  inv = '1'
+elseif invOp == '-' and inv then
+  redis.call('HDEL', privacy, 'inv')
+  inv = false
+end
+
 -- Recompute from every session: any active one makes the user online.
 local count = #recs / 2
 local shownBefore = cur[1]
 local since = tonumber(cur[2] or '0')
 local v = tonumber(cur[3] or '0')
 local storedLa = tonumber(cur[4] or '0')
-local la = storedLa
+local retention = tonumber(ARGV[8])
+if shownBefore == 'offline' and now - since >= retention then
+  -- Past the retention an offline user's hash is gone: one kept because
+  -- the user is invisible reads (and comes back) as that would.
+  shownBefore, since, v, storedLa = false, 0, 0, 0
+end
+local trueBefore, trueSince = cur[7] or shownBefore, tonumber(cur[8] or since)
+local storedTl = math.max(storedLa, tonumber(cur[9] or '0'))
+local la = storedTl
 local auto, idleIn = 'offline', -1
 for i = 2, #recs, 2 do
   local sla, state = parse(recs[i])
@@ -138,20 +179,47 @@ if count == 0 then
 elseif manual then
   shown = manual
 end
+if shown ~= trueBefore then
+  trueSince = now
+end
+local own = shown
+if inv then
+  shown = 'offline'
+end
 
 -- One write of the status hash with every field that changed.
 local fields = {}
 local changed = 0
 local watchers = {}
 local gran = tonumber(ARGV[7])
-local lar = la - (la % gran)
+local pla = storedLa
 if shown ~= shownBefore and not (shownBefore == false and shown == 'offline') then
+  -- Going invisible shows the last activity before it, as going offline
+  -- would; no later one is shown until the user is visible again.
   changed = 1
   since = now
   v = v + 1
+  pla = la
   fields = {'s', shown, 'since', string.format('%d', since), 'v', v, 'la', string.format('%d', la)}
-elseif la > storedLa then
+elseif la > storedLa and not inv then
+  pla = la
   fields = {'la', string.format('%d', la)}
+end
+local lar = pla - (pla % gran)
+local invCount = inv and count > 0
+if invCount then
+  if own ~= cur[7] or trueSince ~= tonumber(cur[8] or '-1') then
+    fields[#fields + 1] = 't'
+    fields[#fields + 1] = own
+    fields[#fields + 1] = 'tt'
+    fields[#fields + 1] = string.format('%d', trueSince)
+  end
+  if la > storedTl then
+    fields[#fields + 1] = 'tl'
+    fields[#fields + 1] = string.format('%d', la)
+  end
+elseif cur[7] or cur[8] or cur[9] then
+  redis.call('HDEL', status, 't', 'tt', 'tl')
 end
 if manual and manual ~= manualBefore then
   fields[#fields + 1] = 'm'
@@ -206,4 +274,9 @@ else
     redis.call('PERSIST', status)
   end
 end
-return {result, changed, shown, since, lar, v, count, idleIn, watchers, forward, following, subscribed}
+local ownSince, ownLa = since, lar
+if inv then
+  ownSince, ownLa = trueSince, la - (la % gran)
+end
+return {result, changed, shown, since, lar, v, count, idleIn, watchers, forward, following, subscribed,
+  own, ownSince, ownLa, inv and 1 or 0}
