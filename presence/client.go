@@ -160,6 +160,9 @@ func (c *client) nextFrame() []byte {
 	nowMs := time.Now().UnixMilli()
 	pend.each(func(s *subject) {
 		st := s.cur.Load()
+		if st != nil && c.lu.hidesLastActive(s.id) {
+			st = st.withoutLastActive()
+		}
 		if st == nil || st.st.sameAs(c.sent.get(s)) {
 			return
 		}
@@ -205,6 +208,9 @@ func (c *client) sendSubjectsLocked(subs []*subject, correlationID string, resyn
 	states := make([]*state, len(subs))
 	for i, s := range subs {
 		states[i] = s.state()
+		if c.lu.hidesLastActive(s.id) {
+			states[i] = states[i].withoutLastActive()
+		}
 		c.sent.put(s, &states[i].st)
 	}
 	if resync {

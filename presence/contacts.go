@@ -64,3 +64,16 @@ func (c *contactStore) ContactsAmong(ctx context.Context, owner string, candidat
 	}
 	return out, nil
 }
+
+// ListedBy returns the owners who have viewer on their list.
+func (c *contactStore) ListedBy(ctx context.Context, viewer string, owners []string) ([]string, error) {
+	rows, err := c.pool.Query(ctx, `SELECT owner_id FROM presence_contacts WHERE contact_id = $1 AND owner_id = ANY($2)`, viewer, owners)
+	if err != nil {
+		return nil, fmt.Errorf("presence: check listing contacts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("presence: check listing contacts: %w", err)
+	}
+	return out, nil
+}

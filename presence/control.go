@@ -3,6 +3,7 @@ package presence
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/presenced/presenced/internal/hub"
@@ -145,6 +146,16 @@ func (g *gateway) revalidateLocked(ctx context.Context, lu *localUser, rooms []s
 		g.mod.log.Warn("presence: revalidate subscriptions", "err", err)
 		return
 	}
+	if changed := g.f.checkLastActive(ctx, lu, ids); len(changed) > 0 {
+		// Shown or withdrawn: the followers get the status as they may
+		// now see it (a status replaces the one held, lastActiveAt and all).
+		changed = slices.DeleteFunc(changed, func(id string) bool { return slices.Contains(forbidden, id) })
+		if subs := lu.lookup(changed); len(subs) > 0 {
+			for _, c := range clients {
+				c.sendSubjects(subs, "", false)
+			}
+		}
+	}
 	if len(forbidden) == 0 {
 		return
 	}
@@ -160,20 +171,20 @@ func (g *gateway) revalidateLocked(ctx context.Context, lu *localUser, rooms []s
 	}
 }
 
-// withdrawRooms tells the gateways of everyone following user to check
+// recheckFollowers tells the gateways of everyone following user to check
 // again what they may see: user left rooms that may have been the only
-// thing they shared.
-func (m *Module) withdrawRooms(user string) {
+// thing they shared, or changed who may see them.
+func (m *Module) recheckFollowers(user string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	followers, err := m.st.followers(ctx, user)
 	if err != nil {
-		m.log.Warn("presence: withdraw rooms", "err", err)
+		m.log.Warn("presence: recheck followers", "err", err)
 		return
 	}
 	for _, f := range followers {
 		if err := m.sendControl(ctx, controlMsg{T: "contacts", U: f}); err != nil {
-			m.log.Warn("presence: withdraw rooms", "err", err)
+			m.log.Warn("presence: recheck followers", "err", err)
 			return
 		}
 	}

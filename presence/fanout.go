@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,10 @@ type fanout struct {
 	rmu         sync.Mutex
 	refreshQ    map[*subject]struct{}
 	refreshWake chan struct{}
+
+	// hidesLastActive answers whose lastActiveAt a viewer may not see
+	// (visibilityPolicy); nil where no users are served.
+	hidesLastActive func(ctx context.Context, viewer string, subjects []string) ([]string, error)
 }
 
 func newFanout(h *hub.Hub, st *stateStore, m *metrics, log *slog.Logger) *fanout {
@@ -209,6 +214,40 @@ type localUser struct {
 	// notify reads it under a subject's lock, which must not wait for mu
 	// (follow takes mu, then a subject's lock).
 	shared atomic.Pointer[[]*client]
+	// noLastActive holds the subjects whose lastActiveAt this user may not
+	// see (their choice); replaced, never modified in place: every frame
+	// reads it.
+	noLastActive atomic.Pointer[map[string]bool]
+}
+
+func (lu *localUser) hidesLastActive(id string) bool {
+	if p := lu.noLastActive.Load(); p != nil {
+		return (*p)[id]
+	}
+	return false
+}
+
+// setHidesLastActive records, for each of ids, whether it is in hidden,
+// and returns the ids whose record changed. The caller holds lu.changeMu.
+func (lu *localUser) setHidesLastActive(ids, hidden []string) []string {
+	next := map[string]bool{}
+	if p := lu.noLastActive.Load(); p != nil {
+		maps.Copy(next, *p)
+	}
+	var changed []string
+	for _, id := range ids {
+		h := slices.Contains(hidden, id)
+		if next[id] != h {
+			changed = append(changed, id)
+		}
+		if h {
+			next[id] = true
+		} else {
+			delete(next, id)
+		}
+	}
+	lu.noLastActive.Store(&next)
+	return changed
 }
 
 // clientList is the user's connections here. The slice is shared: callers
@@ -331,9 +370,33 @@ func (f *fanout) setFollowing(ctx context.Context, lu *localUser, ids []string) 
 }
 
 // follow adds ids to what lu follows here, subscribing upstream once per
-// subject, and returns the subjects newly followed, with a current status.
-// The caller holds lu.changeMu.
+// subject, and returns the subjects newly followed, with a current status,
+// having checked whose lastActiveAt lu may see. The caller holds
+// lu.changeMu.
 func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) ([]*subject, error) {
+	added, err := f.followSubjects(ctx, lu, ids)
+	if len(added) > 0 && f.hidesLastActive != nil {
+		f.checkLastActive(ctx, lu, ids)
+	}
+	return added, err
+}
+
+// checkLastActive records whose lastActiveAt, among ids, lu may not see,
+// and returns the ids whose answer changed. Unsure (the check failed), it
+// hides.
+func (f *fanout) checkLastActive(ctx context.Context, lu *localUser, ids []string) []string {
+	if f.hidesLastActive == nil {
+		return nil
+	}
+	hidden, err := f.hidesLastActive(ctx, lu.id, ids)
+	if err != nil {
+		f.log.Warn("presence: check lastActiveAt visibility", "err", err)
+		hidden = ids
+	}
+	return lu.setHidesLastActive(ids, hidden)
+}
+
+func (f *fanout) followSubjects(ctx context.Context, lu *localUser, ids []string) ([]*subject, error) {
 	added := make([]*subject, 0, len(ids))
 	var created []*subject
 	f.mu.Lock()

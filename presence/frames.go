@@ -3,6 +3,7 @@ package presence
 import (
 	"encoding/json"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/presenced/presenced/web/wire"
@@ -14,6 +15,24 @@ import (
 type state struct {
 	st   Status
 	wire []byte
+	// bare is this state without lastActiveAt, for followers the user
+	// keeps from seeing it; built on first use.
+	bare atomic.Pointer[state]
+}
+
+// withoutLastActive is s as a follower who may not see lastActiveAt gets it.
+func (s *state) withoutLastActive() *state {
+	if s.st.LastActiveAt == 0 {
+		return s
+	}
+	if b := s.bare.Load(); b != nil {
+		return b
+	}
+	st := s.st
+	st.LastActiveAt = 0
+	b := newState(&st)
+	s.bare.Store(b)
+	return b
 }
 
 func newState(st *Status) *state {

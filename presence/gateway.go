@@ -313,7 +313,7 @@ func (c *client) open(subscribe []string) bool {
 		// This token dropped rooms: what they made visible is withdrawn,
 		// from this user (before the snapshot) and from their followers.
 		g.revalidateLocked(ctx, c.lu, c.rooms)
-		go g.mod.withdrawRooms(c.user)
+		go g.mod.recheckFollowers(c.user)
 	}
 	c.sendSubjects(c.lu.followed(), "", true)
 	c.releaseChanges()

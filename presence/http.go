@@ -117,6 +117,12 @@ func (a *readAPI) putContacts(c echo.Context) error {
 	if err := a.m.sendControl(ctx, controlMsg{T: "contacts", U: owner}); err != nil {
 		a.m.log.Warn("presence: announce contact change", "err", err)
 	}
+	// An owner showing themself to their contacts only: who follows them
+	// is checked again too.
+	if vis, err := a.m.st.visibilities(ctx, []string{owner}); err == nil &&
+		(vis[0].Status == VisibleContacts || vis[0].LastActive == VisibleContacts) {
+		a.m.recheckFollowers(owner)
+	}
 	list, err := a.m.contacts.List(ctx, owner)
 	if err != nil {
 		return a.unavailable(err)

@@ -163,11 +163,13 @@ func (m *Module) openUsers(ctx context.Context, h module.Host) error {
 		return err
 	}
 	m.users, m.contacts = users, newContacts(pool)
-	policy, err := newPolicy(m.cfg.Policy, m.contacts, m.st)
+	base, err := newPolicy(m.cfg.Policy, m.contacts, m.st)
 	if err != nil {
 		return err
 	}
-	m.policy = policy
+	vis := &visibilityPolicy{base: base, settings: m.st, listed: m.contacts}
+	m.policy = vis
+	m.f.hidesLastActive = vis.hidesLastActive
 	return nil
 }
 

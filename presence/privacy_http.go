@@ -10,14 +10,15 @@ import (
 
 // privacyBody is the admin view and change of a user's privacy choices.
 type privacyBody struct {
-	User      string `json:"user,omitempty"`
-	Invisible *bool  `json:"invisible"`
-	// Status is the user's true status after the change.
+	User       string             `json:"user,omitempty"`
+	Invisible  *bool              `json:"invisible,omitempty"`
+	Visibility *VisibilityPayload `json:"visibility,omitempty"`
+	// Status is the user's true status.
 	Status *Status `json:"status,omitempty"`
 }
 
-// putPrivacy sets or clears invisible for a user, online or not, with the
-// API key: one session step, as the user's own change would be.
+// putPrivacy sets or clears invisible and changes who may see a user,
+// online or not, with the API key: the same steps as the user's own.
 func (a *readAPI) putPrivacy(c echo.Context) error {
 	user := c.Param("user")
 	if !validUserID(user) {
@@ -27,21 +28,32 @@ func (a *readAPI) putPrivacy(c echo.Context) error {
 	if err := wire.DecodeBody(c, &body); err != nil {
 		return err
 	}
-	if body.Invisible == nil {
-		return wire.BadRequest("invisible is required")
+	if body.Invisible == nil && body.Visibility == nil {
+		return wire.BadRequest("invisible or visibility is required")
 	}
-	op := "-"
-	if *body.Invisible {
-		op = "+"
+	if body.Visibility != nil {
+		if err := checkVisibility(*body.Visibility); err != nil {
+			return wire.BadRequest("visibility: %s", err.Error())
+		}
 	}
 	ctx := c.Request().Context()
-	res, err := a.m.st.step(ctx, user, "privacy", "", op)
-	if err != nil {
-		return a.unavailable(err)
+	if body.Visibility != nil {
+		if _, err := a.m.setVisibility(ctx, user, *body.Visibility); err != nil {
+			return a.unavailable(err)
+		}
 	}
-	a.m.changed(ctx, res)
-	own := res.Own.public()
-	return c.JSON(http.StatusOK, privacyBody{User: user, Invisible: &own.Invisible, Status: &own})
+	if body.Invisible != nil {
+		op := "-"
+		if *body.Invisible {
+			op = "+"
+		}
+		res, err := a.m.st.step(ctx, user, "privacy", "", op)
+		if err != nil {
+			return a.unavailable(err)
+		}
+		a.m.changed(ctx, res)
+	}
+	return a.privacy(c, user)
 }
 
 // getPrivacy reads a user's privacy choices and true status.
@@ -50,10 +62,20 @@ func (a *readAPI) getPrivacy(c echo.Context) error {
 	if !validUserID(user) {
 		return wire.BadRequest("%q is not a valid user id", truncate(user, 40))
 	}
-	sts, err := a.m.st.trueStatuses(c.Request().Context(), []string{user})
+	return a.privacy(c, user)
+}
+
+func (a *readAPI) privacy(c echo.Context, user string) error {
+	ctx := c.Request().Context()
+	sts, err := a.m.st.trueStatuses(ctx, []string{user})
+	if err != nil {
+		return a.unavailable(err)
+	}
+	vis, err := a.m.st.visibilities(ctx, []string{user})
 	if err != nil {
 		return a.unavailable(err)
 	}
 	own := sts[0].public()
-	return c.JSON(http.StatusOK, privacyBody{User: user, Invisible: &own.Invisible, Status: &own})
+	v := vis[0].orEveryone().payload()
+	return c.JSON(http.StatusOK, privacyBody{User: user, Invisible: &own.Invisible, Visibility: &v, Status: &own})
 }

@@ -40,6 +40,15 @@ type Status struct {
 	Invisible bool `json:"invisible,omitempty"`
 }
 
+// Who may see a user's status, and their lastActiveAt, as the user chose:
+// everyone the policy allows (the default), only the users on the user's
+// own contact list, or nobody.
+const (
+	VisibleEveryone = "everyone"
+	VisibleContacts = "contacts"
+	VisibleNobody   = "nobody"
+)
+
 // Protocol events.
 const (
 	EventPresenceUpdate         = "presence:update"
@@ -49,9 +58,11 @@ const (
 	EventSessionPing            = "session:ping"
 	EventSessionDisconnect      = "session:disconnect"
 	EventNotificationsSubscribe = "notifications:subscribe"
+	EventPrivacySet             = "privacy:set"
 
 	EventPresenceUpdated      = "presence:updated"
 	EventNotificationReceived = "notifications:received"
+	EventPrivacyUpdated       = "privacy:updated"
 	EventError                = "error"
 )
 
@@ -88,6 +99,14 @@ type PingPayload struct {
 	// IdleMs is the time since the last interaction on this device.
 	IdleMs *int64 `json:"idleMs"`
 	Active *bool  `json:"active"`
+}
+
+// VisibilityPayload says who may see the user's status and lastActiveAt
+// (Visible*). In privacy:set an empty field is left as it is; privacy:updated
+// carries both.
+type VisibilityPayload struct {
+	Status       string `json:"status,omitempty"`
+	LastActiveAt string `json:"lastActiveAt,omitempty"`
 }
 
 type NotifyPayload struct {

@@ -62,6 +62,8 @@ func (c *client) handle(msg []byte) {
 		c.onNotify(ctx, env)
 	case EventSessionDisconnect:
 		c.onDisconnect(ctx, env)
+	case EventPrivacySet:
+		c.onPrivacy(ctx, env)
 	default:
 		c.sendError(wire.CodeUnknownEvent, fmt.Sprintf("unknown event %q", env.Event), env.ID, nil)
 	}
@@ -364,6 +366,29 @@ func (c *client) onNotify(ctx context.Context, env wire.Envelope) {
 	if err != nil {
 		c.failed(err, env.ID)
 	}
+}
+
+// onPrivacy changes who may see the user's status and lastActiveAt.
+func (c *client) onPrivacy(ctx context.Context, env wire.Envelope) {
+	var p VisibilityPayload
+	if perr := wire.DecodePayload(env, &p); perr != nil {
+		c.sendError(perr.Code, perr.Message, env.ID, nil)
+		return
+	}
+	if err := checkVisibility(p); err != nil {
+		c.sendError(wire.CodeBadPayload, "privacy:set: "+err.Error(), env.ID, nil)
+		return
+	}
+	if !c.subChanges.allow(time.Now().UnixNano()) {
+		c.sendError(wire.CodeRateLimited, fmt.Sprintf("at most %d subscription changes per minute", c.g.cfg.SubscriptionChangesPerMinute), env.ID, nil)
+		return
+	}
+	after, err := c.g.mod.setVisibility(ctx, c.user, p)
+	if err != nil {
+		c.failed(err, env.ID)
+		return
+	}
+	c.conn.Send(wire.EventFrame(EventPrivacyUpdated, after.payload(), env.ID))
 }
 
 // onDisconnect ends the session at once: no grace period.

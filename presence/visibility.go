@@ -1,0 +1,198 @@
+package presence
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Who may see a user's status and lastActiveAt (Visible*) is kept in the
+// user's privacy hash (vs, vl), which has no expiry; everyone is stored as
+// nothing.
+
+// visibility is a user's two settings; "" is everyone.
+type visibility struct {
+	Status, LastActive string
+}
+
+func validVisibility(s string) bool {
+	return s == VisibleEveryone || s == VisibleContacts || s == VisibleNobody
+}
+
+// listedBy answers which owners have viewer on their contact list.
+type listedBy interface {
+	ListedBy(ctx context.Context, viewer string, owners []string) ([]string, error)
+}
+
+// visibilities reads the settings of users (everyone for those without).
+func (s *stateStore) visibilities(ctx context.Context, users []string) ([]visibility, error) {
+	if len(users) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.SliceCmd, len(users))
+	err := s.batch.pipeline(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
+		out := make([]redis.Cmder, len(users))
+		for i, u := range users {
+			cmds[i] = p.HMGet(ctx, s.keys.userKey(u, partPrivacy), "vs", "vl")
+			out[i] = cmds[i]
+		}
+		return out
+	})
+	if err != nil {
+		return nil, fmt.Errorf("presence: read visibility: %w", err)
+	}
+	out := make([]visibility, len(users))
+	for i := range users {
+		if vals := cmds[i].Val(); len(vals) == 2 {
+			out[i] = visibility{Status: toString(vals[0]), LastActive: toString(vals[1])}
+		}
+	}
+	return out, nil
+}
+
+// setVisibility changes the settings given (non-empty) and returns both as
+// they were and as they are.
+func (s *stateStore) setVisibility(ctx context.Context, user string, status, lastActive string) (before, after visibility, err error) {
+	key := s.keys.userKey(user, partPrivacy)
+	var cur *redis.SliceCmd
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		cur = p.HMGet(ctx, key, "vs", "vl")
+		for field, v := range map[string]string{"vs": status, "vl": lastActive} {
+			switch v {
+			case "":
+			case VisibleEveryone:
+				p.HDel(ctx, key, field)
+			default:
+				p.HSet(ctx, key, field, v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return before, after, fmt.Errorf("presence: set visibility: %w", err)
+	}
+	if vals := cur.Val(); len(vals) == 2 {
+		before = visibility{Status: toString(vals[0]), LastActive: toString(vals[1])}
+	}
+	after = before
+	if status != "" {
+		after.Status = status
+	}
+	if lastActive != "" {
+		after.LastActive = lastActive
+	}
+	return before.orEveryone(), after.orEveryone(), nil
+}
+
+func (v visibility) orEveryone() visibility {
+	if v.Status == "" {
+		v.Status = VisibleEveryone
+	}
+	if v.LastActive == "" {
+		v.LastActive = VisibleEveryone
+	}
+	return v
+}
+
+// visibilityPolicy narrows a policy by each subject's own choice of who
+// may see their status; it also answers whose lastActiveAt a viewer may
+// not see.
+type visibilityPolicy struct {
+	base     policy
+	settings interface {
+		visibilities(ctx context.Context, users []string) ([]visibility, error)
+	}
+	listed listedBy
+}
+
+func (p *visibilityPolicy) Forbidden(ctx context.Context, v viewer, subjects []string) ([]string, error) {
+	forbidden, err := p.base.Forbidden(ctx, v, subjects)
+	if err != nil {
+		return nil, err
+	}
+	var rest []string
+	for _, s := range subjects {
+		if s != v.User && !slices.Contains(forbidden, s) {
+			rest = append(rest, s)
+		}
+	}
+	hidden, err := p.restricted(ctx, v.User, rest, func(vis visibility) string { return vis.Status })
+	if err != nil {
+		return nil, err
+	}
+	return append(forbidden, hidden...), nil
+}
+
+// hidesLastActive returns the subjects whose lastActiveAt viewer may not see.
+func (p *visibilityPolicy) hidesLastActive(ctx context.Context, viewer string, subjects []string) ([]string, error) {
+	var rest []string
+	for _, s := range subjects {
+		if s != viewer {
+			rest = append(rest, s)
+		}
+	}
+	return p.restricted(ctx, viewer, rest, func(vis visibility) string { return vis.LastActive })
+}
+
+// restricted returns the subjects whose setting (picked) keeps viewer out.
+func (p *visibilityPolicy) restricted(ctx context.Context, viewer string, subjects []string, pick func(visibility) string) ([]string, error) {
+	if len(subjects) == 0 {
+		return nil, nil
+	}
+	vis, err := p.settings.visibilities(ctx, subjects)
+	if err != nil {
+		return nil, err
+	}
+	var out, ask []string
+	for i, s := range subjects {
+		switch pick(vis[i]) {
+		case VisibleNobody:
+			out = append(out, s)
+		case VisibleContacts:
+			ask = append(ask, s)
+		}
+	}
+	if len(ask) == 0 {
+		return out, nil
+	}
+	listing, err := p.listed.ListedBy(ctx, viewer, ask)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range ask {
+		if !slices.Contains(listing, s) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// setVisibility changes who may see user (empty: unchanged) and, when that
+// changed, has the gateways of the user's followers check again before it
+// returns: a follower who lost sight gets forbidden at once.
+func (m *Module) setVisibility(ctx context.Context, user string, p VisibilityPayload) (visibility, error) {
+	before, after, err := m.st.setVisibility(ctx, user, p.Status, p.LastActiveAt)
+	if err != nil {
+		return visibility{}, err
+	}
+	if after != before {
+		m.recheckFollowers(user)
+	}
+	return after, nil
+}
+
+// checkVisibility refuses values that are not a visibility.
+func checkVisibility(p VisibilityPayload) error {
+	for _, v := range []string{p.Status, p.LastActiveAt} {
+		if v != "" && !validVisibility(v) {
+			return fmt.Errorf("%q is not one of everyone, contacts, nobody", v)
+		}
+	}
+	return nil
+}
+
+func (v visibility) payload() VisibilityPayload {
+	return VisibilityPayload{Status: v.Status, LastActiveAt: v.LastActive}
+}

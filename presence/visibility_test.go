@@ -1,0 +1,107 @@
+package presence_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func (c *wsClient) setPrivacy(p map[string]any) map[string]string {
+	c.t.Helper()
+	f := c.reply(c.send("privacy:set", p))
+	require.Equal(c.t, "privacy:updated", f.Event, "%s", f.Payload)
+	var out map[string]string
+	require.NoError(c.t, json.Unmarshal(f.Payload, &out))
+	return out
+}
+
+// Who may see bob's status: everyone, his contacts, nobody. A follower who
+// loses sight gets forbidden at once and is unsubscribed; one who may not
+// see him is refused, as a stranger under the contacts policy is.
+func TestStatusVisibility(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t))
+	key := map[string]string{"X-API-Key": testAPIKey}
+	alice := connect(t, s, "alice")
+	carol := connect(t, s, "carol")
+	alice.subscribe("bob")
+	carol.subscribe("bob")
+	bob := connect(t, s, "bob")
+	alice.statusOf("bob", "online")
+	carol.statusOf("bob", "online")
+
+	require.Equal(t, map[string]string{"status": "nobody", "lastActiveAt": "everyone"}, bob.setPrivacy(map[string]any{"status": "nobody"}))
+	for _, c := range []*wsClient{alice, carol} {
+		e := c.nextError()
+		require.Equal(t, "forbidden", e.Code)
+		require.Equal(t, []string{"bob"}, e.Users)
+		e = c.errorReply(c.send("subscriptions:add", map[string]any{"users": []string{"bob"}}))
+		require.Equal(t, "forbidden", e.Code)
+	}
+	code, _ := httpDo(t, "GET", s.base+"/v1/presence/users/bob", "", map[string]string{"Authorization": "Bearer " + token(t, "alice")})
+	require.Equal(t, http.StatusForbidden, code)
+	code, _ = httpDo(t, "GET", s.base+"/v1/presence/users/bob", "", map[string]string{"Authorization": "Bearer " + token(t, "bob")})
+	require.Equal(t, http.StatusOK, code, "a user always sees themself")
+
+	// Contacts: bob lists alice; she may follow him again, carol may not.
+	code, body := httpDo(t, "PUT", s.base+"/v1/presence/contacts/bob", `{"contacts":["alice"]}`, key)
+	require.Equal(t, http.StatusOK, code, body)
+	bob.setPrivacy(map[string]any{"status": "contacts"})
+	require.Equal(t, "online", alice.subscribe("bob")["bob"].Status)
+	require.Equal(t, "forbidden", carol.errorReply(carol.send("subscriptions:add", map[string]any{"users": []string{"bob"}})).Code)
+
+	// Dropped from his list, alice loses sight at once.
+	code, body = httpDo(t, "PUT", s.base+"/v1/presence/contacts/bob", `{"contacts":[]}`, key)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, []string{"bob"}, alice.nextError().Users)
+
+	// An administrator opens it again.
+	code, body = httpDo(t, "PUT", s.base+"/v1/presence/privacy/bob", `{"visibility":{"status":"everyone"}}`, key)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"visibility":{"status":"everyone","lastActiveAt":"everyone"}`)
+	require.Equal(t, "online", carol.subscribe("bob")["bob"].Status)
+
+	require.Equal(t, "bad_payload", bob.errorReply(bob.send("privacy:set", map[string]any{"status": "friends"})).Code)
+}
+
+// Who may see bob's lastActiveAt: followers kept from it get his status
+// without it, at once when he changes it, and in every frame after.
+func TestLastActiveVisibility(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Presence.LastActiveGranularity = time.Millisecond
+	s := startServer(t, cfg)
+	key := map[string]string{"X-API-Key": testAPIKey}
+	alice := connect(t, s, "alice")
+	carol := connect(t, s, "carol")
+	alice.subscribe("bob")
+	carol.subscribe("bob")
+	bob := connect(t, s, "bob")
+	require.NotZero(t, alice.statusOf("bob", "online").LastActiveAt)
+	carol.statusOf("bob", "online")
+
+	code, body := httpDo(t, "PUT", s.base+"/v1/presence/contacts/bob", `{"contacts":["alice"]}`, key)
+	require.Equal(t, http.StatusOK, code, body)
+	bob.setPrivacy(map[string]any{"lastActiveAt": "contacts"})
+	// carol is sent his status again, without it; alice nothing new.
+	hidden := carol.statusOf("bob", "online")
+	require.Zero(t, hidden.LastActiveAt)
+	require.NotZero(t, hidden.Since)
+	alice.quiet("bob", 200*time.Millisecond)
+
+	bob.reply(bob.send("presence:update", map[string]any{"status": "busy"}))
+	require.NotZero(t, alice.statusOf("bob", "busy").LastActiveAt)
+	require.Zero(t, carol.statusOf("bob", "busy").LastActiveAt)
+	// A new follower's snapshot hides it too.
+	dave := connect(t, s, "dave")
+	snap := dave.subscribe("bob")
+	require.Equal(t, "busy", snap["bob"].Status)
+	require.Zero(t, snap["bob"].LastActiveAt)
+
+	bob.setPrivacy(map[string]any{"lastActiveAt": "everyone"})
+	require.NotZero(t, carol.statusOf("bob", "busy").LastActiveAt, "shown again at once")
+	require.NotZero(t, dave.statusOf("bob", "busy").LastActiveAt)
+}
