@@ -34,6 +34,9 @@ type Presence struct {
 	MaxSessionsPerUser int           `yaml:"max_sessions_per_user"`
 	// OfflineRetention keeps an offline user's since / lastActiveAt.
 	OfflineRetention time.Duration `yaml:"offline_retention"`
+	// AuditRetention keeps the audit records of status and privacy changes
+	// made by users and administrators (GET /v1/presence/audit/{user}).
+	AuditRetention time.Duration `yaml:"audit_retention"`
 
 	// GatewayLease is how long a gateway's liveness lease lasts unrenewed
 	// (it renews every fifth of it). When it lapses (the process died), a
@@ -136,6 +139,7 @@ func defaultPresence() Presence {
 		Grace:                        15 * time.Second,
 		MaxSessionsPerUser:           16,
 		OfflineRetention:             7 * 24 * time.Hour,
+		AuditRetention:               90 * 24 * time.Hour,
 		GatewayLease:                 5 * time.Second,
 		Shards:                       16,
 		SchedulerInterval:            time.Second,
@@ -213,6 +217,7 @@ func (p Presence) validate(bad badFunc) {
 		"presence.last_active_granularity": p.LastActiveGranularity,
 		"presence.ping_interval":           p.PingInterval,
 		"presence.offline_retention":       p.OfflineRetention,
+		"presence.audit_retention":         p.AuditRetention,
 		"presence.scheduler_interval":      p.SchedulerInterval,
 		"presence.gateway_lease":           p.GatewayLease,
 		"presence.stream_poll":             p.StreamPoll,

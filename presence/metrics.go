@@ -33,6 +33,7 @@ type metrics struct {
 
 	webhookBatches *prometheus.CounterVec
 	webhookDropped prometheus.Counter
+	auditDropped   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -122,11 +123,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "presenced_presence_webhook_dropped_total",
 			Help: "Status changes not queued for webhooks because the in-process queue was full.",
 		}),
+		auditDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presenced_presence_audit_dropped_total",
+			Help: "Audit records lost: the in-process queue was full, or PostgreSQL refused them.",
+		}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.connections, m.sessions, m.subjects, m.changes, m.pushLatency, m.queueDepth, m.resyncs,
 		m.slowDrops, m.protocolErrs, m.notifications, m.streamPending, m.streamLag, m.streamOldest,
 		m.leaseLost, m.tracked, m.expired, m.cleanups, m.reclaimed, m.deadLetters, m.webhookBatches, m.webhookDropped,
+		m.auditDropped,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

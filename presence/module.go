@@ -34,6 +34,7 @@ type Module struct {
 	keys    keys
 	id      string // this process, in control messages
 	changes *changeWriter
+	audit   *auditWriter
 
 	// Set by the first part to start.
 	rdb redis.UniversalClient
@@ -62,6 +63,7 @@ func New(d Deps) (*Module, error) {
 		keys: newKeys(d.Keys, d.Config.Shards), id: store.NewToken()[:12],
 	}
 	mod.changes = newChangeWriter(mod)
+	mod.audit = newAuditWriter(mod)
 	return mod, nil
 }
 
@@ -90,6 +92,7 @@ func (m *Module) StartGateway(ctx context.Context, h module.Host) error {
 //	GET  /v1/presence/contacts/:user  API key
 //	PUT  /v1/presence/privacy/:user   API key, set or clear invisible
 //	GET  /v1/presence/privacy/:user   API key
+//	GET  /v1/presence/audit/:user     API key, paginated
 func (m *Module) StartRead(ctx context.Context, h module.Host) error {
 	if err := m.openUsers(ctx, h); err != nil {
 		return err
@@ -102,6 +105,7 @@ func (m *Module) StartRead(ctx context.Context, h module.Host) error {
 	g.GET("/v1/presence/contacts/:user", api.getContacts, apiKey)
 	g.PUT("/v1/presence/privacy/:user", api.putPrivacy, apiKey)
 	g.GET("/v1/presence/privacy/:user", api.getPrivacy, apiKey)
+	g.GET("/v1/presence/audit/:user", api.getAudit, apiKey)
 	return nil
 }
 
@@ -163,6 +167,8 @@ func (m *Module) openUsers(ctx context.Context, h module.Host) error {
 		return err
 	}
 	m.users, m.contacts = users, newContacts(pool)
+	m.audit.pool = pool
+	h.Go("presence.audit", m.audit.run)
 	base, err := newPolicy(m.cfg.Policy, m.contacts, m.st)
 	if err != nil {
 		return err

@@ -38,7 +38,7 @@ func (a *readAPI) putPrivacy(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if body.Visibility != nil {
-		if _, err := a.m.setVisibility(ctx, user, *body.Visibility); err != nil {
+		if _, err := a.m.setVisibility(ctx, user, *body.Visibility, adminAudit(c, user)); err != nil {
 			return a.unavailable(err)
 		}
 	}
@@ -52,6 +52,7 @@ func (a *readAPI) putPrivacy(c echo.Context) error {
 			return a.unavailable(err)
 		}
 		a.m.changed(ctx, res)
+		a.m.audit.auditStep(adminAudit(c, user), res, "", op)
 	}
 	return a.privacy(c, user)
 }

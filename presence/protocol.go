@@ -133,6 +133,31 @@ type ErrorPayload struct {
 	Users   []string `json:"users,omitempty"`
 }
 
+// AuditRecord is one change a person made to a user's presence: a manual
+// status, invisible, or who may see the user.
+type AuditRecord struct {
+	ID   int64  `json:"id,omitempty"`
+	User string `json:"user"`
+	// Actor is "user:<id>" (the user, from a session: Device is its id) or
+	// "admin:api-key" (the server API).
+	Actor  string `json:"actor"`
+	Device string `json:"device,omitempty"`
+	// Kind is status, invisible or visibility; Old and New its values.
+	Kind      string `json:"kind"`
+	Old       string `json:"old"`
+	New       string `json:"new"`
+	At        int64  `json:"at"` // Unix ms
+	RequestID string `json:"requestId,omitempty"`
+}
+
+// AuditPage is one page of GET /v1/presence/audit/{user}, newest first.
+type AuditPage struct {
+	User    string        `json:"user"`
+	Records []AuditRecord `json:"records"`
+	// Next is the before= of the next (older) page; absent on the last.
+	Next string `json:"next,omitempty"`
+}
+
 // Webhooks.
 
 // WebhookBody is the JSON body of one webhook delivery. Deliveries are
@@ -141,4 +166,6 @@ type ErrorPayload struct {
 // webhook-signature, keyed with presence.webhook.secret.
 type WebhookBody struct {
 	Events []Status `json:"events"`
+	// Audit holds the audit records of the batch, when there are any.
+	Audit []AuditRecord `json:"audit,omitempty"`
 }

@@ -226,6 +226,7 @@ func (c *client) onUpdate(ctx context.Context, env wire.Envelope) {
 	}
 	c.noteActivity(kind, 0)
 	c.g.mod.changed(ctx, res)
+	c.g.mod.audit.auditStep(c.auditRecord(env.ID), res, manual, invisible)
 	c.armIdle(res.IdleIn)
 	// The user's own status, not what followers see of it.
 	c.conn.Send(wire.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: []Status{res.Own.public()}}, env.ID))
@@ -383,12 +384,17 @@ func (c *client) onPrivacy(ctx context.Context, env wire.Envelope) {
 		c.sendError(wire.CodeRateLimited, fmt.Sprintf("at most %d subscription changes per minute", c.g.cfg.SubscriptionChangesPerMinute), env.ID, nil)
 		return
 	}
-	after, err := c.g.mod.setVisibility(ctx, c.user, p)
+	after, err := c.g.mod.setVisibility(ctx, c.user, p, c.auditRecord(env.ID))
 	if err != nil {
 		c.failed(err, env.ID)
 		return
 	}
 	c.conn.Send(wire.EventFrame(EventPrivacyUpdated, after.payload(), env.ID))
+}
+
+// auditRecord is the audit record of a change this session asks for.
+func (c *client) auditRecord(requestID string) AuditRecord {
+	return AuditRecord{User: c.user, Actor: userActor(c.user), Device: c.sid, RequestID: requestID}
 }
 
 // onDisconnect ends the session at once: no grace period.

@@ -88,6 +88,10 @@ type stepResult struct {
 	// Own is the user's true status, for their own sessions: Status is
 	// what followers see, which differs while the user is invisible.
 	Own Status
+	// OwnBefore and WasInvisible are the true status ("" for none) and
+	// invisible before the step, for the audit of what it changed.
+	OwnBefore    string
+	WasInvisible bool
 }
 
 // step runs one session operation on a user and recomputes their status.
@@ -120,7 +124,7 @@ func parseStep(user string, res []any) (stepResult, error) {
 			return stepResult{}, errTooManySessions
 		}
 	}
-	if len(res) != 16 {
+	if len(res) != 18 {
 		return stepResult{}, fmt.Errorf("presence: session step: unexpected reply %v", res)
 	}
 	st := stepResult{
@@ -145,6 +149,7 @@ func parseStep(user string, res []any) (stepResult, error) {
 	if st.Own.Since == 0 {
 		st.Own.LastActiveAt = 0
 	}
+	st.OwnBefore, st.WasInvisible = toString(res[16]), toInt(res[17]) == 1
 	return st, nil
 }
 

@@ -170,14 +170,17 @@ func (p *visibilityPolicy) restricted(ctx context.Context, viewer string, subjec
 }
 
 // setVisibility changes who may see user (empty: unchanged) and, when that
-// changed, has the gateways of the user's followers check again before it
-// returns: a follower who lost sight gets forbidden at once.
-func (m *Module) setVisibility(ctx context.Context, user string, p VisibilityPayload) (visibility, error) {
+// changed, audits it (from r: who, how) and has the gateways of the user's
+// followers check again before it returns: a follower who lost sight gets
+// forbidden at once.
+func (m *Module) setVisibility(ctx context.Context, user string, p VisibilityPayload, r AuditRecord) (visibility, error) {
 	before, after, err := m.st.setVisibility(ctx, user, p.Status, p.LastActiveAt)
 	if err != nil {
 		return visibility{}, err
 	}
 	if after != before {
+		r.Kind, r.Old, r.New = auditVisibility, visibilityString(before), visibilityString(after)
+		m.audit.add(r)
 		m.recheckFollowers(user)
 	}
 	return after, nil

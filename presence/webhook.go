@@ -138,25 +138,42 @@ func (s *webhookSender) deliver(ctx context.Context, c *consumer, shard int, msg
 	cfg := s.mod.cfg.Webhook
 	var ids []string
 	var kept []redis.XMessage
-	events := make([]Status, 0, len(msgs))
+	// Each entry is a status change (c) or an audit record (a).
+	items := make([]WebhookBody, 0, len(msgs))
 	for _, msg := range msgs {
-		var st Status
-		if err := json.Unmarshal([]byte(str(msg.Values["c"])), &st); err != nil || st.User == "" {
+		var item WebhookBody
+		if a, ok := msg.Values["a"]; ok {
+			var r AuditRecord
+			if err := json.Unmarshal([]byte(str(a)), &r); err == nil && r.User != "" {
+				item.Audit = []AuditRecord{r}
+			}
+		} else {
+			var st Status
+			if err := json.Unmarshal([]byte(str(msg.Values["c"])), &st); err == nil && st.User != "" {
+				item.Events = []Status{st}
+			}
+		}
+		if item.Audit == nil && item.Events == nil {
 			if err := c.deadLetter(ctx, shard, msg, "malformed change"); err != nil {
 				s.mod.log.Warn("presence: dead-letter change", "err", err)
 			}
 			continue
 		}
-		events = append(events, st)
+		items = append(items, item)
 		ids = append(ids, msg.ID)
 		kept = append(kept, msg)
 	}
-	for start := 0; start < len(events); start += cfg.BatchSize {
-		end := min(start+cfg.BatchSize, len(events))
+	for start := 0; start < len(items); start += cfg.BatchSize {
+		end := min(start+cfg.BatchSize, len(items))
 		// The id names the batch by its entries: a retry, or another
 		// worker redelivering the same pending entries, sends the same id.
 		id := "presence-" + strconv.Itoa(shard) + "-" + ids[start] + "-" + ids[end-1]
-		if !s.post(ctx, id, events[start:end]) {
+		body := WebhookBody{Events: make([]Status, 0, end-start)}
+		for _, it := range items[start:end] {
+			body.Events = append(body.Events, it.Events...)
+			body.Audit = append(body.Audit, it.Audit...)
+		}
+		if !s.post(ctx, id, body) {
 			for _, msg := range kept[start:end] {
 				if err := c.deadLetter(ctx, shard, msg, "webhook undeliverable"); err != nil {
 					s.mod.log.Warn("presence: dead-letter change", "err", err)
@@ -167,9 +184,9 @@ func (s *webhookSender) deliver(ctx context.Context, c *consumer, shard int, msg
 	return ids
 }
 
-func (s *webhookSender) post(ctx context.Context, id string, events []Status) bool {
+func (s *webhookSender) post(ctx context.Context, id string, batch WebhookBody) bool {
 	cfg := s.mod.cfg.Webhook
-	body, _ := json.Marshal(WebhookBody{Events: events})
+	body, _ := json.Marshal(batch)
 	backoff := cfg.Backoff
 	for attempt := 1; attempt <= cfg.MaxAttempts; attempt++ {
 		err := s.send(ctx, id, body)

@@ -31,7 +31,8 @@
 -- Returns {result, changed, status, since, lastActiveAt (rounded), v,
 --          sessions, idleIn ms (-1: none active), notify watchers, forward,
 --          following, subscribed, own status, own since, own lastActiveAt
---          (rounded), invisible 1|0}
+--          (rounded), invisible 1|0, own status before ('' none), invisible
+--          before 1|0}
 -- where changed and the first status are the public ones, and own the
 -- user's true status.
 -- where forward lists the subscriptions removed because the user went
@@ -51,6 +52,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local recs = redis.call('HGETALL', sessions)
 local cur = redis.call('HMGET', status, 's', 'since', 'v', 'la', 'm', 'x', 't', 'tt', 'tl')
 local inv = redis.call('HGET', privacy, 'inv')
+local invBefore = inv
 local invOp = ''
 
 -- This session's record: its position in recs (0: absent).
@@ -279,4 +281,4 @@ if inv then
   ownSince, ownLa = trueSince, la - (la % gran)
 end
 return {result, changed, shown, since, lar, v, count, idleIn, watchers, forward, following, subscribed,
-  own, ownSince, ownLa, inv and 1 or 0}
+  own, ownSince, ownLa, inv and 1 or 0, trueBefore or '', invBefore and 1 or 0}

@@ -1,0 +1,109 @@
+package presence_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/internal/testenv"
+	"github.com/presenced/presenced/presence"
+)
+
+// Every change a person makes is audited — manual statuses, invisible,
+// visibility, by the user from a session or by an administrator — and
+// none of the automatic ones; the records page newest first and reach the
+// webhook.
+func TestAuditRecords(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var hooked []presence.AuditRecord
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var b presence.WebhookBody
+		if err := json.Unmarshal(body, &b); err != nil {
+			t.Errorf("webhook body: %v", err)
+		}
+		mu.Lock()
+		hooked = append(hooked, b.Audit...)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(hook.Close)
+	cfg := testConfig(t)
+	cfg.Presence.Webhook.URL = hook.URL
+	cfg.Presence.Webhook.Secret = hookSecret
+	cfg.Presence.Webhook.BatchWindow = 20 * time.Millisecond
+	s := startServer(t, cfg)
+	key := map[string]string{"X-API-Key": testAPIKey}
+
+	// Automatic changes only: connect, activity, idle by device, leave.
+	carol := connect(t, s, "carol")
+	carol.send("session:ping", map[string]any{"active": true})
+	carol.reply(carol.send("presence:update", map[string]any{"active": false}))
+	carol.send("session:disconnect", nil)
+	carol.waitClosed()
+
+	bob := connect(t, s, "bob")
+	bob.reply(bob.send("presence:update", map[string]any{"status": "busy"}))
+	bob.reply(bob.send("presence:update", map[string]any{"status": "invisible"}))
+	bob.reply(bob.send("presence:update", map[string]any{"status": nil}))
+	bob.setPrivacy(map[string]any{"lastActiveAt": "nobody"})
+	code, body := httpDo(t, "PUT", s.base+"/v1/presence/privacy/bob", `{"invisible":true}`, key)
+	require.Equal(t, http.StatusOK, code, body)
+
+	type row struct{ Actor, Kind, Old, New string }
+	want := []row{
+		{"admin:api-key", "invisible", "false", "true"},
+		{"user:bob", "visibility", "status=everyone,lastActiveAt=everyone", "status=everyone,lastActiveAt=nobody"},
+		{"user:bob", "status", "busy", "online"},
+		{"user:bob", "invisible", "true", "false"},
+		{"user:bob", "invisible", "false", "true"},
+		{"user:bob", "status", "online", "busy"},
+	}
+	var all []presence.AuditRecord
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		all = nil
+		next := ""
+		for {
+			_, body := httpDo(t, "GET", s.base+"/v1/presence/audit/bob?limit=2&before="+next, "", key)
+			var page presence.AuditPage
+			require.NoError(t, json.Unmarshal([]byte(body), &page))
+			all = append(all, page.Records...)
+			if page.Next == "" {
+				return len(all) == len(want)
+			}
+			next = page.Next
+		}
+	}, "six records, in pages of two")
+	got := make([]row, len(all))
+	for i, r := range all {
+		got[i] = row{r.Actor, r.Kind, r.Old, r.New}
+		require.Equal(t, "bob", r.User)
+		require.NotZero(t, r.At)
+		require.NotEmpty(t, r.RequestID)
+		if r.Actor == "user:bob" {
+			require.NotEmpty(t, r.Device, "the session the change came from")
+		}
+	}
+	// Within one writer batch, ids follow the queue: newest first.
+	require.ElementsMatch(t, want, got)
+	_, body = httpDo(t, "GET", s.base+"/v1/presence/audit/carol", "", key)
+	require.JSONEq(t, `{"user":"carol","records":[]}`, body, "nothing automatic is audited")
+
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(hooked) == len(want)
+	}, "every record reaches the webhook")
+
+	code, _ = httpDo(t, "GET", s.base+"/v1/presence/audit/bob?limit=0", "", key)
+	require.Equal(t, http.StatusBadRequest, code)
+	code, _ = httpDo(t, "GET", s.base+"/v1/presence/audit/bob", "", nil)
+	require.Equal(t, http.StatusUnauthorized, code)
+}
