@@ -10,13 +10,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/internal/outbox"
 )
 
 // Audit: every change a person makes (a manual status, invisible, who may
 // see the user) is queued in process, never waiting on the change, and
 // written to PostgreSQL (presence_audit) in batches by a background
-// writer, then queued for the webhook with the status changes. Automatic
-// statuses are never recorded.
+// writer, each with an outbox event (kind presence.audit) committed with
+// it for the consumers of the event stream, then queued for the webhook
+// with the status changes. Automatic statuses are never recorded.
 
 // Audit kinds and actors.
 const (
@@ -24,6 +27,8 @@ const (
 	auditInvisible  = "invisible"
 	auditVisibility = "visibility"
 	actorAdmin      = "admin:api-key"
+	// kindAudit is the outbox event of an audit record.
+	kindAudit = "presence.audit"
 )
 
 func userActor(user string) string { return "user:" + user }
@@ -129,7 +134,17 @@ func (w *auditWriter) write(ctx context.Context, batch []AuditRecord) {
 			b.Queue(insertAudit, r.User, r.Actor, r.Device, r.Kind, r.Old, r.New, r.RequestID, time.UnixMilli(r.At)).
 				QueryRow(func(row pgx.Row) error { return row.Scan(&r.ID) })
 		}
-		return tx.SendBatch(ctx, b).Close()
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		// The ids are known now: the events carry them.
+		events := &pgx.Batch{}
+		for _, r := range batch {
+			if err := outbox.Queue(events, kindAudit, r.User, r); err != nil {
+				return err
+			}
+		}
+		return tx.SendBatch(ctx, events).Close()
 	})
 	if err != nil {
 		m.m.auditDropped.Add(float64(len(batch)))

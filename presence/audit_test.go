@@ -1,6 +1,7 @@
 package presence_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/internal/testenv"
@@ -43,35 +45,35 @@ func TestAuditRecords(t *testing.T) {
 	key := map[string]string{"X-API-Key": testAPIKey}
 
 	// Automatic changes only: connect, activity, idle by device, leave.
-	carol := connect(t, s, "carol")
+	carol := connect(t, s, "aucarol")
 	carol.send("session:ping", map[string]any{"active": true})
 	carol.reply(carol.send("presence:update", map[string]any{"active": false}))
 	carol.send("session:disconnect", nil)
 	carol.waitClosed()
 
-	bob := connect(t, s, "bob")
+	bob := connect(t, s, "aubob")
 	bob.reply(bob.send("presence:update", map[string]any{"status": "busy"}))
 	bob.reply(bob.send("presence:update", map[string]any{"status": "invisible"}))
 	bob.reply(bob.send("presence:update", map[string]any{"status": nil}))
 	bob.setPrivacy(map[string]any{"lastActiveAt": "nobody"})
-	code, body := httpDo(t, "PUT", s.base+"/v1/presence/privacy/bob", `{"invisible":true}`, key)
+	code, body := httpDo(t, "PUT", s.base+"/v1/presence/privacy/aubob", `{"invisible":true}`, key)
 	require.Equal(t, http.StatusOK, code, body)
 
 	type row struct{ Actor, Kind, Old, New string }
 	want := []row{
 		{"admin:api-key", "invisible", "false", "true"},
-		{"user:bob", "visibility", "status=everyone,lastActiveAt=everyone", "status=everyone,lastActiveAt=nobody"},
-		{"user:bob", "status", "busy", "online"},
-		{"user:bob", "invisible", "true", "false"},
-		{"user:bob", "invisible", "false", "true"},
-		{"user:bob", "status", "online", "busy"},
+		{"user:aubob", "visibility", "status=everyone,lastActiveAt=everyone", "status=everyone,lastActiveAt=nobody"},
+		{"user:aubob", "status", "busy", "online"},
+		{"user:aubob", "invisible", "true", "false"},
+		{"user:aubob", "invisible", "false", "true"},
+		{"user:aubob", "status", "online", "busy"},
 	}
 	var all []presence.AuditRecord
 	testenv.Eventually(t, 5*time.Second, func() bool {
 		all = nil
 		next := ""
 		for {
-			_, body := httpDo(t, "GET", s.base+"/v1/presence/audit/bob?limit=2&before="+next, "", key)
+			_, body := httpDo(t, "GET", s.base+"/v1/presence/audit/aubob?limit=2&before="+next, "", key)
 			var page presence.AuditPage
 			require.NoError(t, json.Unmarshal([]byte(body), &page))
 			all = append(all, page.Records...)
@@ -84,17 +86,26 @@ func TestAuditRecords(t *testing.T) {
 	got := make([]row, len(all))
 	for i, r := range all {
 		got[i] = row{r.Actor, r.Kind, r.Old, r.New}
-		require.Equal(t, "bob", r.User)
+		require.Equal(t, "aubob", r.User)
 		require.NotZero(t, r.At)
 		require.NotEmpty(t, r.RequestID)
-		if r.Actor == "user:bob" {
+		if r.Actor == "user:aubob" {
 			require.NotEmpty(t, r.Device, "the session the change came from")
 		}
 	}
 	// Within one writer batch, ids follow the queue: newest first.
 	require.ElementsMatch(t, want, got)
-	_, body = httpDo(t, "GET", s.base+"/v1/presence/audit/carol", "", key)
-	require.JSONEq(t, `{"user":"carol","records":[]}`, body, "nothing automatic is audited")
+	_, body = httpDo(t, "GET", s.base+"/v1/presence/audit/aucarol", "", key)
+	require.JSONEq(t, `{"user":"aucarol","records":[]}`, body, "nothing automatic is audited")
+
+	// Each is an outbox event too, committed with it.
+	pool, err := pgxpool.New(context.Background(), cfg.Postgres.URL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	var events int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM outbox WHERE kind = 'presence.audit' AND aggregate_id = 'aubob'`).Scan(&events))
+	require.Equal(t, len(want), events)
 
 	testenv.Eventually(t, 5*time.Second, func() bool {
 		mu.Lock()
@@ -102,8 +113,8 @@ func TestAuditRecords(t *testing.T) {
 		return len(hooked) == len(want)
 	}, "every record reaches the webhook")
 
-	code, _ = httpDo(t, "GET", s.base+"/v1/presence/audit/bob?limit=0", "", key)
+	code, _ = httpDo(t, "GET", s.base+"/v1/presence/audit/aubob?limit=0", "", key)
 	require.Equal(t, http.StatusBadRequest, code)
-	code, _ = httpDo(t, "GET", s.base+"/v1/presence/audit/bob", "", nil)
+	code, _ = httpDo(t, "GET", s.base+"/v1/presence/audit/aubob", "", nil)
 	require.Equal(t, http.StatusUnauthorized, code)
 }
