@@ -388,6 +388,35 @@ test('presence keeps the newest status and drops what a resync leaves out', () =
   assert.equal(p.statuses.has('carol'), false);
 });
 
+test('presence sets invisible and privacy, and tells its own view apart', () => {
+  const ws = fakeSockets();
+  const p = new Presence({ base: 'http://x', token: 't', WebSocket: ws.WebSocket, clock: new FakeClock(), probe: null, activity: new FakeActivity() });
+  const self = [];
+  const privacy = [];
+  p.on('self', (s) => self.push(s));
+  p.on('privacy', (v) => privacy.push(v));
+  p.follow('bob');
+  p.connect();
+  const sock = ws.last();
+  sock.open();
+  p.setInvisible(true);
+  p.setInvisible(false);
+  p.setPrivacy({ status: 'contacts' });
+  assert.deepEqual(events(sock, 'presence:update').map((f) => f.payload), [{ status: 'invisible' }, { status: null }]);
+  assert.deepEqual(events(sock, 'privacy:set').map((f) => f.payload), [{ status: 'contacts' }]);
+  const [inv] = events(sock, 'presence:update');
+  sock.receive({ v: 1, event: 'presence:updated', correlationId: inv.id, payload: { users: [{ user: 'me', status: 'online', v: 3, invisible: true }] } });
+  assert.deepEqual(self, [{ user: 'me', status: 'online', v: 3, invisible: true }], 'the reply is our own view, not a followed status');
+  assert.equal(p.statuses.has('me'), false);
+  const [ps] = events(sock, 'privacy:set');
+  sock.receive({ v: 1, event: 'privacy:updated', correlationId: ps.id, payload: { status: 'contacts', lastActiveAt: 'everyone' } });
+  assert.deepEqual(privacy, [{ status: 'contacts', lastActiveAt: 'everyone' }]);
+  // A follower kept from lastActiveAt gets the same version again without it.
+  sock.receive({ v: 1, event: 'presence:updated', payload: { users: [{ user: 'bob', status: 'online', lastActiveAt: 5, v: 2 }] } });
+  sock.receive({ v: 1, event: 'presence:updated', payload: { users: [{ user: 'bob', status: 'online', v: 2 }] } });
+  assert.equal(p.statuses.get('bob').lastActiveAt, undefined);
+});
+
 test('presence reports activity: pings with idleMs, and at once when the tab hides or returns', () => {
   const clock = new FakeClock();
   const ws = fakeSockets();

@@ -707,13 +707,15 @@ function connectionOptions(opts) {
 }
 
 /**
- * @typedef {{user: string, status: string, since?: number, lastActiveAt?: number, v: number}} Status
+ * @typedef {{user: string, status: string, since?: number, lastActiveAt?: number, v: number, invisible?: boolean}} Status
  */
 
 /**
  * Presence is the presence protocol (/v1/presence/ws): your own session and
  * the statuses of the users you follow. Events: 'status' (Status of a
- * followed user), 'self' (your own Status after a change you asked for),
+ * followed user), 'self' (your own Status after a change you asked for:
+ * your true status, with invisible: true while you appear offline),
+ * 'privacy' ({status, lastActiveAt}: who may see them, after setPrivacy),
  * 'notification' ({user, on, status}), 'error' ({code, message, users,
  * request}), 'state' (the connection's). Following outlives reconnects:
  * every new connection names the whole list in its address (?subscribe=),
@@ -829,6 +831,26 @@ export class Presence extends Emitter {
     return this.#request('presence:update', { status });
   }
 
+  /**
+   * setInvisible appears offline to everyone (true) until cleared (false:
+   * which, like setStatus(null), also clears a manual status and marks this
+   * device active). It outlives this session.
+   * @param {boolean} on
+   */
+  setInvisible(on) {
+    return this.#request('presence:update', { status: on ? 'invisible' : null });
+  }
+
+  /**
+   * setPrivacy chooses who may see your status and your lastActiveAt:
+   * 'everyone', 'contacts' (the users on your contact list) or 'nobody';
+   * a field left out is unchanged. Answered with a 'privacy' event.
+   * @param {{status?: string, lastActiveAt?: string}} choice
+   */
+  setPrivacy(choice) {
+    return this.#request('privacy:set', choice);
+  }
+
   /** notifyWhenOnline asks for one notification when user next comes online. */
   notifyWhenOnline(user) {
     this.#notify.add(user);
@@ -912,6 +934,9 @@ export class Presence extends Emitter {
         for (const s of users) this.#apply(s, !!f.payload?.resync);
         return;
       }
+      case 'privacy:updated':
+        this.emit('privacy', f.payload);
+        return;
       case 'notifications:received':
         this.#notify.delete(f.payload?.user);
         if (f.payload?.status) this.#apply(f.payload.status, false);
@@ -922,7 +947,8 @@ export class Presence extends Emitter {
           for (const u of f.payload?.users ?? []) this.#notify.delete(u);
         }
         if (f.payload?.code === 'forbidden' && !request) {
-          // A contact list change took these users away from us.
+          // A contact list change, or their own choice, took these users
+          // away from us.
           for (const u of f.payload?.users ?? []) {
             this.#follow.delete(u);
             this.statuses.delete(u);

@@ -1,5 +1,5 @@
 // /demo/presence: sign in, follow contacts, see their dots change.
-import { Presence } from '/js/presenced.js';
+import { Presence, request } from '/js/presenced.js';
 import { $, afterPaint, config, explain, randomName, show, stateWords, text, userToken } from './common.js';
 
 const manual = config.manualStatuses ?? [];
@@ -139,7 +139,13 @@ function start(token) {
   presence.on('status', paint);
   presence.on('self', (s) => {
     select.value = manual.includes(s.status) ? s.status : '';
+    $('invisible').checked = !!s.invisible;
   });
+  presence.on('privacy', (v) => {
+    $('see-status').value = v.status;
+    $('see-last').value = v.lastActiveAt;
+  });
+  presence.connection.on('open', () => readSelf(token));
   presence.on('notification', (n) => note(`${n.user} is online now`));
   presence.on('error', (e) => note(explain(e)));
   const contacts = savedContacts();
@@ -160,6 +166,25 @@ $('add-form').addEventListener('submit', (ev) => {
   $('contact').focus();
 });
 select.addEventListener('change', () => presence.setStatus(select.value || null));
+$('invisible').addEventListener('change', () => presence.setInvisible($('invisible').checked));
+for (const id of ['see-status', 'see-last']) {
+  $(id).addEventListener('change', () => {
+    const choice = {};
+    if ($('see-status').value) choice.status = $('see-status').value;
+    if ($('see-last').value) choice.lastActiveAt = $('see-last').value;
+    presence.setPrivacy(choice);
+  });
+}
+
+/** Whether we appear offline (set on another device, or before). */
+async function readSelf(token) {
+  try {
+    const s = await request(location.origin, '/v1/presence/users/' + encodeURIComponent(me), { token });
+    $('invisible').checked = !!s.invisible;
+  } catch {
+    // The socket's replies keep it right from the next change.
+  }
+}
 $('signout').addEventListener('click', () => {
   presence.logout();
   sessionStorage.removeItem('pd-presence-user');
