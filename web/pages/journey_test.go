@@ -135,6 +135,16 @@ func TestBrowserPresenceDots(t *testing.T) {
 	shot(t, a, "presence-phone")
 	desktop(t, a)
 
+	// Bob appears offline: grey at alice's, and still so after his reload,
+	// whose page reads the choice back; turned off, green again.
+	run(t, b, chromedp.Click(chromedp.ID("invisible")))
+	waitJS(t, a, "bob's dot turns grey while he appears offline", contact+`?.dataset.status === 'offline'`)
+	run(t, b, chromedp.Reload())
+	waitJS(t, b, "the presence socket is live again", `document.body.dataset.presence === 'open'`)
+	waitJS(t, b, "the toggle reads back on", `document.getElementById('invisible').checked`)
+	run(t, b, chromedp.Click(chromedp.ID("invisible")))
+	waitJS(t, a, "bob's dot turns green when he shows again", contact+`?.dataset.status === 'online'`)
+
 	// Bob's browser closes (no logout): grey once the grace has passed.
 	closeTab(t, b)
 	waitJS(t, a, "bob's dot turns grey", contact+`?.dataset.status === 'offline' && `+contact+`.querySelector('.dot').classList.contains('offline')`)
