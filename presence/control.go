@@ -17,11 +17,23 @@ type controlMsg struct {
 	// T is the kind: "subs" (the user's subscriptions changed elsewhere),
 	// "contacts" (what they may see changed: their contact list, or the
 	// rooms of someone they follow; revalidate), "notify" (a
-	// user they wait for came online).
-	T    string  `json:"t"`
-	U    string  `json:"u"`
-	From string  `json:"from,omitempty"`
-	S    *Status `json:"s,omitempty"`
+	// user they wait for came online), "self" (the user's own status, S,
+	// or privacy settings, P, changed: tell their sessions but Skip).
+	T    string             `json:"t"`
+	U    string             `json:"u"`
+	From string             `json:"from,omitempty"`
+	S    *Status            `json:"s,omitempty"`
+	P    *VisibilityPayload `json:"p,omitempty"`
+	Skip string             `json:"skip,omitempty"`
+}
+
+// tellSelf sends the user's sessions (but skip, the one that asked) their
+// own status or privacy settings after a change made elsewhere: their
+// followers' view is not theirs, so they would not learn it otherwise.
+func (m *Module) tellSelf(ctx context.Context, user, skip string, own *Status, vis *VisibilityPayload) {
+	if err := m.sendControl(ctx, controlMsg{T: "self", U: user, S: own, P: vis, Skip: skip}); err != nil {
+		m.log.Warn("presence: tell the user's sessions", "err", err)
+	}
 }
 
 func (m *Module) sendControl(ctx context.Context, msg controlMsg) error {
@@ -85,6 +97,21 @@ func (cs controlSub) Deliver(msg hub.Message) {
 		}
 	case "contacts":
 		go cs.g.revalidate(lu)
+	case "self":
+		var frame []byte
+		switch {
+		case cm.S != nil:
+			frame = wire.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: []Status{*cm.S}, Self: true}, "")
+		case cm.P != nil:
+			frame = wire.EventFrame(EventPrivacyUpdated, *cm.P, "")
+		default:
+			return
+		}
+		for _, c := range lu.clientList() {
+			if c.sid != cm.Skip {
+				c.conn.Send(frame)
+			}
+		}
 	}
 }
 

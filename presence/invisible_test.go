@@ -191,6 +191,49 @@ func TestInvisibleLooksOffline(t *testing.T) {
 	require.Equal(t, rec.of("carol"), rec.of("bob"), "webhooks tell nothing more of bob than of carol")
 }
 
+// A user's other sessions learn their own status and privacy settings when
+// one session (or an administrator) changes them; followers never see it.
+func TestOwnSessionsSeeTheirTrueStatus(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t))
+	bob1 := connect(t, s, "bob")
+	bob2 := connect(t, s, "bob")
+	bob1.ownReply(bob1.send("presence:update", map[string]any{"status": "invisible"}))
+	f := bob2.next("presence:updated")
+	require.JSONEq(t, `{"self":true,"users":[{"user":"bob","status":"online","since":0,"v":2,"invisible":true}]}`,
+		string(normalizeSelf(t, f.Payload)))
+
+	require.Equal(t, "nobody", bob1.setPrivacy(map[string]any{"status": "nobody"})["status"])
+	f = bob2.next("privacy:updated")
+	require.JSONEq(t, `{"status":"nobody","lastActiveAt":"everyone"}`, string(f.Payload))
+
+	code, body := httpDo(t, "PUT", s.base+"/v1/presence/privacy/bob", `{"invisible":false}`, map[string]string{"X-API-Key": testAPIKey})
+	require.Equal(t, http.StatusOK, code, body)
+	for _, c := range []*wsClient{bob1, bob2} {
+		var u struct {
+			Self  bool        `json:"self"`
+			Users []ownStatus `json:"users"`
+		}
+		require.NoError(t, json.Unmarshal(c.next("presence:updated").Payload, &u))
+		require.True(t, u.Self)
+		require.False(t, u.Users[0].Invisible)
+	}
+}
+
+// normalizeSelf zeroes the moments of a self frame, for comparing.
+func normalizeSelf(t *testing.T, payload []byte) []byte {
+	var u map[string]any
+	require.NoError(t, json.Unmarshal(payload, &u))
+	for _, s := range u["users"].([]any) {
+		st := s.(map[string]any)
+		st["since"] = 0
+		delete(st, "lastActiveAt")
+	}
+	b, err := json.Marshal(u)
+	require.NoError(t, err)
+	return b
+}
+
 // requireLookAlike: what a follower sees of bob and of carol differs only
 // in the user and the moments of the changes.
 func requireLookAlike(t *testing.T, carol, bob statusJSON) {

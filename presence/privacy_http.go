@@ -38,9 +38,12 @@ func (a *readAPI) putPrivacy(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if body.Visibility != nil {
-		if _, err := a.m.setVisibility(ctx, user, *body.Visibility, adminAudit(c, user)); err != nil {
+		after, err := a.m.setVisibility(ctx, user, *body.Visibility, adminAudit(c, user))
+		if err != nil {
 			return a.unavailable(err)
 		}
+		p := after.payload()
+		a.m.tellSelf(ctx, user, "", nil, &p)
 	}
 	if body.Invisible != nil {
 		op := "-"
@@ -53,6 +56,10 @@ func (a *readAPI) putPrivacy(c echo.Context) error {
 		}
 		a.m.changed(ctx, res)
 		a.m.audit.auditStep(adminAudit(c, user), res, "", op)
+		if res.Sessions > 0 {
+			own := res.Own.public()
+			a.m.tellSelf(ctx, user, "", &own, nil)
+		}
 	}
 	return a.privacy(c, user)
 }

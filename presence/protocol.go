@@ -119,6 +119,9 @@ type NotifyPayload struct {
 type UpdatedPayload struct {
 	Users  []Status `json:"users"`
 	Resync bool     `json:"resync,omitempty"`
+	// Self marks the user's own true status, sent to their sessions after
+	// a change made on another of them (or by an administrator).
+	Self bool `json:"self,omitempty"`
 }
 
 type NotificationPayload struct {

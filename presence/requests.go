@@ -227,6 +227,10 @@ func (c *client) onUpdate(ctx context.Context, env wire.Envelope) {
 	c.noteActivity(kind, 0)
 	c.g.mod.changed(ctx, res)
 	c.g.mod.audit.auditStep(c.auditRecord(env.ID), res, manual, invisible)
+	if res.Sessions > 1 && (manual != "" || invisible != "") {
+		own := res.Own.public()
+		c.g.mod.tellSelf(ctx, c.user, c.sid, &own, nil)
+	}
 	c.armIdle(res.IdleIn)
 	// The user's own status, not what followers see of it.
 	c.conn.Send(wire.EventFrame(EventPresenceUpdated, UpdatedPayload{Users: []Status{res.Own.public()}}, env.ID))
@@ -389,7 +393,9 @@ func (c *client) onPrivacy(ctx context.Context, env wire.Envelope) {
 		c.failed(err, env.ID)
 		return
 	}
-	c.conn.Send(wire.EventFrame(EventPrivacyUpdated, after.payload(), env.ID))
+	p = after.payload()
+	c.conn.Send(wire.EventFrame(EventPrivacyUpdated, p, env.ID))
+	c.g.mod.tellSelf(ctx, c.user, c.sid, nil, &p)
 }
 
 // auditRecord is the audit record of a change this session asks for.

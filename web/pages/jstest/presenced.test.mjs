@@ -408,6 +408,10 @@ test('presence sets invisible and privacy, and tells its own view apart', () => 
   sock.receive({ v: 1, event: 'presence:updated', correlationId: inv.id, payload: { users: [{ user: 'me', status: 'online', v: 3, invisible: true }] } });
   assert.deepEqual(self, [{ user: 'me', status: 'online', v: 3, invisible: true }], 'the reply is our own view, not a followed status');
   assert.equal(p.statuses.has('me'), false);
+  // A change made on another device.
+  sock.receive({ v: 1, event: 'presence:updated', payload: { self: true, users: [{ user: 'me', status: 'busy', v: 3, invisible: true }] } });
+  assert.equal(self.at(-1).status, 'busy');
+  assert.equal(p.statuses.has('me'), false);
   const [ps] = events(sock, 'privacy:set');
   sock.receive({ v: 1, event: 'privacy:updated', correlationId: ps.id, payload: { status: 'contacts', lastActiveAt: 'everyone' } });
   assert.deepEqual(privacy, [{ status: 'contacts', lastActiveAt: 'everyone' }]);

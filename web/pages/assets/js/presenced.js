@@ -922,7 +922,9 @@ export class Presence extends Emitter {
     switch (f.event) {
       case 'presence:updated': {
         const users = f.payload?.users ?? [];
-        if (request === 'presence:update') {
+        if (request === 'presence:update' || f.payload?.self) {
+          // Our own status: after our change, or one made on another of
+          // our devices.
           for (const s of users) this.emit('self', s);
           return;
         }
