@@ -87,10 +87,7 @@ func (cs controlSub) Deliver(msg hub.Message) {
 		if cm.S == nil {
 			return
 		}
-		frame := wire.EventFrame(EventNotificationReceived, NotificationPayload{User: cm.S.User, On: StatusOnline, Status: *cm.S}, "")
-		for _, c := range lu.clientList() {
-			c.conn.Send(frame)
-		}
+		go cs.g.notify(lu, *cm.S)
 	case "subs":
 		if cm.From != cs.g.mod.id {
 			go cs.g.resyncSubscriptions(lu)
@@ -112,6 +109,22 @@ func (cs controlSub) Deliver(msg hub.Message) {
 				c.conn.Send(frame)
 			}
 		}
+	}
+}
+
+// notify tells the user's connections here that st's user came online,
+// without lastActiveAt when that user keeps it from them.
+func (g *gateway) notify(lu *localUser, st Status) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hidden, err := g.mod.hidesLastActive(ctx, lu.id, []string{st.User})
+	if err != nil || len(hidden) > 0 {
+		// Unsure: leave it out.
+		st.LastActiveAt = 0
+	}
+	frame := wire.EventFrame(EventNotificationReceived, NotificationPayload{User: st.User, On: StatusOnline, Status: st}, "")
+	for _, c := range lu.clientList() {
+		c.conn.Send(frame)
 	}
 }
 

@@ -40,7 +40,17 @@ func (a *readAPI) user(c echo.Context) error {
 	if err != nil {
 		return a.unavailable(err)
 	}
-	return c.JSON(http.StatusOK, sts[0].public())
+	st := sts[0].public()
+	if id != claims.Subject {
+		hidden, err := a.m.hidesLastActive(ctx, claims.Subject, []string{id})
+		if err != nil {
+			return a.unavailable(err)
+		}
+		if len(hidden) > 0 {
+			st.LastActiveAt = 0
+		}
+	}
+	return c.JSON(http.StatusOK, st)
 }
 
 type queryBody struct {

@@ -44,9 +44,11 @@ type Module struct {
 	// Set by the parts serving users (gateway, read API).
 	contacts *contactStore
 	policy   policy
-	users    *auth.Verifier
-	sockets  *socket.Sockets
-	gw       *gateway
+	// hidesLastActive answers whose lastActiveAt a viewer may not see.
+	hidesLastActive func(ctx context.Context, viewer string, subjects []string) ([]string, error)
+	users           *auth.Verifier
+	sockets         *socket.Sockets
+	gw              *gateway
 }
 
 // New builds the module; nothing runs until a part starts.
@@ -175,7 +177,7 @@ func (m *Module) openUsers(ctx context.Context, h module.Host) error {
 	}
 	vis := &visibilityPolicy{base: base, settings: m.st, listed: m.contacts}
 	m.policy = vis
-	m.f.hidesLastActive = vis.hidesLastActive
+	m.f.hidesLastActive, m.hidesLastActive = vis.hidesLastActive, vis.hidesLastActive
 	return nil
 }
 

@@ -95,7 +95,11 @@ func TestLastActiveVisibility(t *testing.T) {
 	bob.reply(bob.send("presence:update", map[string]any{"status": "busy"}))
 	require.NotZero(t, alice.statusOf("labob", "busy").LastActiveAt)
 	require.Zero(t, carol.statusOf("labob", "busy").LastActiveAt)
-	// A new follower's snapshot hides it too.
+	// So does a read of him, and a new follower's snapshot.
+	_, body = httpDo(t, "GET", s.base+"/v1/presence/users/labob", "", map[string]string{"Authorization": "Bearer " + token(t, "lacarol")})
+	require.NotContains(t, body, "lastActiveAt")
+	_, body = httpDo(t, "GET", s.base+"/v1/presence/users/labob", "", map[string]string{"Authorization": "Bearer " + token(t, "laalice")})
+	require.Contains(t, body, "lastActiveAt")
 	dave := connect(t, s, "ladave")
 	snap := dave.subscribe("labob")
 	require.Equal(t, "busy", snap["labob"].Status)
