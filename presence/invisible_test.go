@@ -128,6 +128,7 @@ func TestInvisibleLooksOffline(t *testing.T) {
 	var q struct{ Users []statusJSON }
 	require.NoError(t, json.Unmarshal([]byte(body), &q))
 	requireLookAlike(t, q.Users[1], q.Users[0])
+	require.Equal(t, bobOff, q.Users[0], "read from Redis: nothing moved while invisible")
 	_, body = httpDo(t, "POST", s.base+"/v1/presence/query", `{"users":["bob"],"includeInvisible":true}`, key)
 	require.Contains(t, body, `"status":"busy"`, "an API key may ask for the true status")
 	require.Contains(t, body, `"invisible":true`)
