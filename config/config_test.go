@@ -100,6 +100,10 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 			[]string{"listen", "single value"}},
 		{"brace in prefix", Source{Environ: []string{"PRESENCED_REDIS_PREFIX=a{b"}},
 			[]string{"redis.prefix"}},
+		{"invisible as a manual status", Source{File: writeFile(t, "presence:\n  manual_statuses: [busy, invisible]\n")},
+			[]string{"presence.manual_statuses", "privacy mode"}},
+		{"no audit retention", Source{File: writeFile(t, "presence:\n  audit_retention: 0s\n")},
+			[]string{"presence.audit_retention"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
