@@ -38,12 +38,9 @@ func (a *readAPI) putPrivacy(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if body.Visibility != nil {
-		after, err := a.m.setVisibility(ctx, user, *body.Visibility, adminAudit(c, user))
-		if err != nil {
+		if _, err := a.m.setVisibility(ctx, user, *body.Visibility, adminAudit(c, user)); err != nil {
 			return a.unavailable(err)
 		}
-		p := after.payload()
-		a.m.tellSelf(ctx, user, "", nil, &p)
 	}
 	if body.Invisible != nil {
 		op := "-"

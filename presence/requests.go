@@ -393,9 +393,7 @@ func (c *client) onPrivacy(ctx context.Context, env wire.Envelope) {
 		c.failed(err, env.ID)
 		return
 	}
-	p = after.payload()
-	c.conn.Send(wire.EventFrame(EventPrivacyUpdated, p, env.ID))
-	c.g.mod.tellSelf(ctx, c.user, c.sid, nil, &p)
+	c.conn.Send(wire.EventFrame(EventPrivacyUpdated, after.payload(), env.ID))
 }
 
 // auditRecord is the audit record of a change this session asks for.

@@ -170,9 +170,10 @@ func (p *visibilityPolicy) restricted(ctx context.Context, viewer string, subjec
 }
 
 // setVisibility changes who may see user (empty: unchanged) and, when that
-// changed, audits it (from r: who, how) and has the gateways of the user's
-// followers check again before it returns: a follower who lost sight gets
-// forbidden at once.
+// changed, audits it (from r: who, how), tells the user's other sessions
+// (all but r.Device) and has the gateways of the user's followers check
+// again before it returns: a follower who lost sight gets forbidden at
+// once. It returns the settings as they are.
 func (m *Module) setVisibility(ctx context.Context, user string, p VisibilityPayload, r AuditRecord) (visibility, error) {
 	before, after, err := m.st.setVisibility(ctx, user, p.Status, p.LastActiveAt)
 	if err != nil {
@@ -181,6 +182,8 @@ func (m *Module) setVisibility(ctx context.Context, user string, p VisibilityPay
 	if after != before {
 		r.Kind, r.Old, r.New = auditVisibility, visibilityString(before), visibilityString(after)
 		m.audit.add(r)
+		vp := after.payload()
+		m.tellSelf(ctx, user, r.Device, nil, &vp)
 		m.recheckFollowers(user)
 	}
 	return after, nil

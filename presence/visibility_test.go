@@ -65,6 +65,8 @@ func TestStatusVisibility(t *testing.T) {
 	require.Equal(t, "online", carol.subscribe("vsbob")["vsbob"].Status)
 
 	require.Equal(t, "bad_payload", bob.errorReply(bob.send("privacy:set", map[string]any{"status": "friends"})).Code)
+	require.Equal(t, map[string]string{"status": "everyone", "lastActiveAt": "everyone"}, bob.setPrivacy(map[string]any{}),
+		"an empty privacy:set reads the settings")
 }
 
 // Who may see bob's lastActiveAt: followers kept from it get his status

@@ -142,6 +142,7 @@ func TestBrowserPresenceDots(t *testing.T) {
 	run(t, b, chromedp.Reload())
 	waitJS(t, b, "the presence socket is live again", `document.body.dataset.presence === 'open'`)
 	waitJS(t, b, "the toggle reads back on", `document.getElementById('invisible').checked`)
+	waitJS(t, b, "the visibility settings read back", `document.getElementById('see-status').value === 'everyone'`)
 	run(t, b, chromedp.Click(chromedp.ID("invisible")))
 	waitJS(t, a, "bob's dot turns green when he shows again", contact+`?.dataset.status === 'online'`)
 

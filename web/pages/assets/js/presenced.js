@@ -844,7 +844,8 @@ export class Presence extends Emitter {
   /**
    * setPrivacy chooses who may see your status and your lastActiveAt:
    * 'everyone', 'contacts' (the users on your contact list) or 'nobody';
-   * a field left out is unchanged. Answered with a 'privacy' event.
+   * a field left out is unchanged ({} reads them). Answered with a
+   * 'privacy' event.
    * @param {{status?: string, lastActiveAt?: string}} choice
    */
   setPrivacy(choice) {

@@ -145,7 +145,10 @@ function start(token) {
     $('see-status').value = v.status;
     $('see-last').value = v.lastActiveAt;
   });
-  presence.connection.on('open', () => readSelf(token));
+  presence.connection.on('open', () => {
+    readSelf(token);
+    presence.setPrivacy({}); // changes nothing: reads the settings back
+  });
   presence.on('notification', (n) => note(`${n.user} is online now`));
   presence.on('error', (e) => note(explain(e)));
   const contacts = savedContacts();
