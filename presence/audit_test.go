@@ -118,3 +118,25 @@ func TestAuditRecords(t *testing.T) {
 	code, _ = httpDo(t, "GET", s.base+"/v1/presence/audit/aubob", "", nil)
 	require.Equal(t, http.StatusUnauthorized, code)
 }
+
+// Records older than presence.audit_retention are deleted: a writer
+// purges as it starts (and hourly after).
+func TestAuditRetention(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Presence.AuditRetention = time.Hour
+	pool, err := pgxpool.New(context.Background(), cfg.Postgres.URL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pool.Exec(context.Background(), `INSERT INTO presence_audit (user_id, actor, kind, old_value, new_value, at)
+		VALUES ('rtbob', 'user:rtbob', 'status', 'online', 'busy', now() - interval '2 hours'),
+		       ('rtbob', 'user:rtbob', 'status', 'busy', 'away', now() - interval '10 minutes')`)
+	require.NoError(t, err)
+	s := startServer(t, cfg)
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		_, body := httpDo(t, "GET", s.base+"/v1/presence/audit/rtbob", "", map[string]string{"X-API-Key": testAPIKey})
+		var page presence.AuditPage
+		require.NoError(t, json.Unmarshal([]byte(body), &page))
+		return len(page.Records) == 1 && page.Records[0].New == "away"
+	}, "only the record within the retention is kept")
+}
