@@ -37,6 +37,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(
 		cli.Serve(),
 		cli.DrainCmd(),
+		cli.HealthcheckCmd(),
 		cli.Migrate(),
 		cli.Token(),
 		cli.ConfigCmd(),

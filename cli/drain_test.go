@@ -78,6 +78,9 @@ func TestDrainMovesSocketsBeforeStop(t *testing.T) {
 	}
 	testenv.Eventually(t, 10*time.Second, func() bool { return a.Server.Sockets.Live() == len(conns) }, "clients connected")
 
+	// The container health check (docker compose): ready until drained.
+	require.NoError(t, runHealthcheck(base))
+
 	cmd := DrainCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
@@ -115,6 +118,9 @@ func TestDrainMovesSocketsBeforeStop(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	require.Equal(t, "draining", ready.Status)
 	require.Zero(t, ready.Sockets)
+	err = runHealthcheck(base)
+	require.ErrorContains(t, err, "answered 503")
+	require.ErrorContains(t, err, "draining", "the failing check is named")
 
 	resp, err = http.Get(base + "/healthz")
 	require.NoError(t, err)
@@ -125,4 +131,11 @@ func TestDrainMovesSocketsBeforeStop(t *testing.T) {
 	if resp != nil {
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	}
+}
+
+func runHealthcheck(base string) error {
+	cmd := HealthcheckCmd()
+	cmd.SetArgs([]string{"--url", base + "/readyz", "--timeout", "5s"})
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	return cmd.Execute()
 }
