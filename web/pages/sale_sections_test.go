@@ -37,6 +37,10 @@ func TestBrowserSaleBestAvailableOnAPhone(t *testing.T) {
 	waitJS(t, fan, "the sections overview", `document.querySelectorAll('#sections button').length === 2 && document.querySelector('#sections [data-section=B]').dataset.free === '800'`)
 	require.Contains(t, textOf(t, fan, "sections"), "Balcony")
 	require.Contains(t, textOf(t, fan, "sections"), "€45.00")
+	// Every step is numbered in order on the page, the line's before one
+	// has joined it (it used to go from 1 to 3).
+	require.False(t, evalJS[bool](t, fan, `document.getElementById('step-line').classList.contains('hidden')`), "step 2 shown before joining")
+	require.Contains(t, textOf(t, fan, "position"), "Not in the line yet")
 	run(t, fan,
 		chromedp.SetValue(chromedp.ID("fan"), "fan-best"),
 		chromedp.Click(chromedp.ID("join")),
@@ -50,6 +54,18 @@ func TestBrowserSaleBestAvailableOnAPhone(t *testing.T) {
 	require.LessOrEqual(t, evalJS[int](t, fan, `document.documentElement.scrollWidth`), 390, "the page itself does not scroll sideways")
 	accessible(t, fan)
 	shot(t, fan, "sale-sections-phone")
+
+	// A seat picked by finger gets no focus ring; the keyboard's does.
+	// The frame opens on the row's middle: a seat of row 1 in its view.
+	run(t, fan, chromedp.ScrollIntoView(chromedp.ID("seatmap-wrap")))
+	x := evalJS[float64](t, fan, `(() => { const w = document.getElementById('seatmap-wrap').getBoundingClientRect(); return w.left + w.width / 2; })()`)
+	y := evalJS[float64](t, fan, `(() => { const c = document.getElementById('seatmap'); return c.getBoundingClientRect().top + Number(c.dataset.pad) + Number(c.dataset.cell) / 2; })()`)
+	run(t, fan, chromedp.MouseClickXY(x, y))
+	waitJS(t, fan, "a seat picked by touch", `document.getElementById('picked').textContent !== 'none'`)
+	require.Equal(t, "off", evalJS[string](t, fan, `document.getElementById('seatmap').dataset.ring`), "no ring on a seat picked by touch")
+	run(t, fan, chromedp.KeyEvent(" "))
+	waitJS(t, fan, "the seat put back by the keyboard", `document.getElementById('picked').textContent === 'none'`)
+	require.Equal(t, "on", evalJS[string](t, fan, `document.getElementById('seatmap').dataset.ring`), "the keyboard's ring")
 
 	waitJS(t, fan, "best 2 offered", `!document.getElementById('hold-best').disabled && document.getElementById('hold-best').textContent === 'Best 2 together in Balcony'`)
 	run(t, fan, chromedp.Click(chromedp.ID("hold-best")))

@@ -67,7 +67,8 @@ function signedIn() {
 
 function joinLine() {
   signedIn();
-  show('step-line', true);
+  text('position', 'Joining…');
+  text('line-state', 'connecting');
   $('join').disabled = true;
   room?.close();
   room = new WaitingRoom({ event, token: saved.token });
@@ -120,6 +121,7 @@ const sections = new Map();
 let current = null;
 const picked = new Set();
 let focusIdx = 0;
+let keyboardFocus = false;
 const canvas = $('seatmap');
 const ctx = canvas.getContext('2d');
 const COLORS = { [SeatState.AVAILABLE]: '#2e9e57', [SeatState.HELD]: '#e0a200', [SeatState.SOLD]: '#9aa0a8', [SeatState.BLOCKED]: '#3d424b' };
@@ -219,12 +221,16 @@ function draw() {
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.clearRect(0, 0, g.w, g.h);
   const gap = g.cell >= 10 ? 2 : 1;
+  // The seat focus ring follows the keyboard only: a seat picked by mouse
+  // or finger gets no ring (as :focus-visible gives none).
+  const ring = document.activeElement === canvas && keyboardFocus;
+  canvas.dataset.ring = ring ? 'on' : 'off';
   sec.seats.forEach((seat, i) => {
     const x = g.pad + (seat.number - 1) * g.cell;
     const y = g.pad + (seat.row - 1) * g.cell;
     ctx.fillStyle = picked.has(seat.id) ? '#0b5cad' : COLORS[sec.states[i]];
     ctx.fillRect(x + gap / 2, y + gap / 2, g.cell - gap, g.cell - gap);
-    if (i === focusIdx && document.activeElement === canvas) {
+    if (i === focusIdx && ring) {
       ctx.strokeStyle = '#ffbf47';
       ctx.lineWidth = 2;
       ctx.strokeRect(x + 1, y + 1, g.cell - 2, g.cell - 2);
@@ -277,6 +283,7 @@ canvas.addEventListener('click', (ev) => {
 });
 
 canvas.addEventListener('keydown', (ev) => {
+  keyboardFocus = true;
   const sec = sections.get(current);
   if (!sec) return;
   const seat = sec.seats[focusIdx];
@@ -300,7 +307,9 @@ canvas.addEventListener('keydown', (ev) => {
   text('seat-focus', describe(sec, focusIdx));
   draw();
 });
+canvas.addEventListener('pointerdown', () => { keyboardFocus = false; });
 canvas.addEventListener('focus', () => {
+  keyboardFocus = canvas.matches(':focus-visible');
   const sec = sections.get(current);
   if (sec) text('seat-focus', describe(sec, focusIdx));
   draw();
