@@ -1,6 +1,8 @@
-// A ticket or voucher with its rotating QR code, shared by the pages that
-// sell (GET /v1/tickets lists both).
+// What the pages that sell share: the start of a payment on the sandbox's
+// checkout page, and a ticket or voucher with its rotating QR code (GET
+// /v1/tickets lists both).
 import { request } from '/js/presenced.js';
+import { $, explain, text } from './common.js';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -48,4 +50,36 @@ export function codeCard(t, token, what = 'Entry code') {
   }, 1000);
   rotate();
   return li;
+}
+
+/**
+ * startCheckout starts the payment of reservation r and goes to the
+ * checkout page, which comes back to this page; remember(payment) keeps
+ * what the page needs after it. The page has a #pay button and a
+ * #pay-state line.
+ */
+export async function startCheckout(r, token, remember) {
+  $('pay').disabled = true;
+  text('pay-state', 'Starting the payment…');
+  try {
+    // One key per reservation: a retry gets the same payment back.
+    const p = await request(location.origin, `/v1/reservations/${r.id}/payments`, {
+      method: 'POST',
+      token,
+      headers: { 'Idempotency-Key': 'pay-' + r.id },
+    });
+    remember({ id: p.id });
+    const f = new URLSearchParams({
+      confirm: p.confirmUrl,
+      secret: p.clientSecret,
+      amount: String(p.amount),
+      currency: p.currency,
+      back: location.pathname,
+    });
+    // The fragment never reaches a server log.
+    location.assign('/demo/checkout#' + f);
+  } catch (err) {
+    text('pay-state', explain(err));
+    $('pay').disabled = false;
+  }
 }

@@ -5,7 +5,7 @@
 // and one voucher per room with a rotating code.
 import { ApiError, request, Viewers } from '/js/presenced.js';
 import { $, afterPaint, clock, config, explain, money, randomName, show, text, userToken } from './common.js';
-import { codeCard, sleep } from './codes.js';
+import { codeCard, sleep, startCheckout } from './codes.js';
 
 const hotel = config.hotel;
 const info = config.hotelInfo ?? null; // null: this process has no hotel search
@@ -247,33 +247,12 @@ $('cancel').addEventListener('click', async () => {
 
 // ---- 4. Payment and vouchers ----
 
-$('pay').addEventListener('click', async () => {
-  $('pay').disabled = true;
-  text('pay-state', 'Starting the payment…');
-  try {
-    const r = saved.reservation;
-    // One key per reservation: a retry gets the same payment back.
-    const p = await request(base, `/v1/reservations/${r.id}/payments`, {
-      method: 'POST',
-      token: saved.token,
-      headers: { 'Idempotency-Key': 'pay-' + r.id },
-    });
-    saved.payment = { id: p.id };
+$('pay').addEventListener('click', () =>
+  startCheckout(saved.reservation, saved.token, (p) => {
+    saved.payment = p;
     save();
-    const f = new URLSearchParams({
-      confirm: p.confirmUrl,
-      secret: p.clientSecret,
-      amount: String(p.amount),
-      currency: p.currency,
-      back: location.pathname,
-    });
-    // The fragment never reaches a server log.
-    location.assign('/demo/checkout#' + f);
-  } catch (err) {
-    text('pay-state', explain(err));
-    $('pay').disabled = false;
-  }
-});
+  }),
+);
 
 /** After the checkout: wait for the provider's webhook to make it PAID. */
 async function followPayment() {

@@ -7,6 +7,7 @@
 // changes every 15 seconds.
 import { ApiError, fetchSeatStates, fetchSections, holdSeats, request, SeatMapLive, SeatState, WaitingRoom } from '/js/presenced.js';
 import { $, afterPaint, clock, config, duration, explain, money, randomName, show, stateWords, text, userToken } from './common.js';
+import { codeCard, sleep, startCheckout } from './codes.js';
 
 const event = config.event;
 const base = location.origin;
@@ -478,33 +479,12 @@ $('cancel').addEventListener('click', async () => {
 
 // ---- 5. Payment and tickets ----
 
-$('pay').addEventListener('click', async () => {
-  $('pay').disabled = true;
-  text('pay-state', 'Starting the payment…');
-  try {
-    const r = saved.reservation;
-    // One key per reservation: a retry gets the same payment back.
-    const p = await request(base, `/v1/reservations/${r.id}/payments`, {
-      method: 'POST',
-      token: saved.token,
-      headers: { 'Idempotency-Key': 'pay-' + r.id },
-    });
-    saved.payment = { id: p.id };
+$('pay').addEventListener('click', () =>
+  startCheckout(saved.reservation, saved.token, (p) => {
+    saved.payment = p;
     save();
-    const f = new URLSearchParams({
-      confirm: p.confirmUrl,
-      secret: p.clientSecret,
-      amount: String(p.amount),
-      currency: p.currency,
-      back: location.pathname,
-    });
-    // The fragment never reaches a server log.
-    location.assign('/demo/checkout#' + f);
-  } catch (err) {
-    text('pay-state', explain(err));
-    $('pay').disabled = false;
-  }
-});
+  }),
+);
 
 /** After the checkout: wait for the provider's webhook to make it PAID. */
 async function followPayment() {
@@ -532,7 +512,6 @@ async function followPayment() {
   }
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function tickets(reservation) {
   show('step-tickets', true);
@@ -541,7 +520,7 @@ async function tickets(reservation) {
       const list = (await request(base, '/v1/tickets', { token: saved.token })).tickets.filter((t) => t.reservation === reservation);
       if (list.length > 0) {
         text('pay-state', 'Paid.');
-        $('tickets').replaceChildren(...list.map(ticketCard));
+        $('tickets').replaceChildren(...list.map((t) => codeCard(t, saved.token)));
         return;
       }
     } catch {
@@ -549,47 +528,6 @@ async function tickets(reservation) {
     }
     await sleep(1000);
   }
-}
-
-function ticketCard(t) {
-  const li = document.createElement('li');
-  li.className = 'card ticket';
-  li.dataset.ticket = t.id;
-  const h = document.createElement('h3');
-  h.textContent = t.label;
-  const img = document.createElement('img');
-  img.alt = `Entry code for ${t.label}`;
-  img.width = 256;
-  img.height = 256;
-  const note = document.createElement('p');
-  note.className = 'status-line';
-  const payload = document.createElement('p');
-  payload.className = 'payload';
-  li.append(h, img, note, payload);
-  let refreshAt = 0;
-  let url = null;
-  const rotate = async () => {
-    let wait = 1000;
-    try {
-      const qr = await request(base, `/v1/tickets/${t.id}/qr`, { token: saved.token });
-      const png = await request(base, `/v1/tickets/${t.id}/qr?format=png`, { token: saved.token, as: 'blob' });
-      if (url) URL.revokeObjectURL(url);
-      url = URL.createObjectURL(png);
-      img.src = url;
-      li.dataset.window = String(qr.window);
-      payload.textContent = qr.payload;
-      refreshAt = Date.parse(qr.refreshAt);
-      wait = Math.max(500, refreshAt - Date.now() + 250);
-    } catch {
-      // try again shortly
-    }
-    setTimeout(rotate, wait);
-  };
-  setInterval(() => {
-    if (refreshAt) note.textContent = `The code changes in ${Math.max(0, Math.ceil((refreshAt - Date.now()) / 1000))} s`;
-  }, 1000);
-  rotate();
-  return li;
 }
 
 // ---- start ----
