@@ -102,21 +102,10 @@ func (v *bestView) scanPicked(res pgx.BatchResults, section string) error {
 // of the stored answer, a refusal, or nil to go on (the user's own due
 // checkout is ended by the caller).
 func (v *bestView) bestRefusal(in holdInput, best bestInput, fp []byte) (*holdResult, error) {
-	if v.stored != nil {
-		if string(v.stored.fingerprint) != string(fp) {
-			return nil, ErrKeyReused
-		}
-		r := v.stored.result
-		r.Replayed = true
-		return &r, nil
+	if r, err, done := v.saleRefusal(fp); done {
+		return r, err
 	}
 	switch {
-	case v.event == nil:
-		return nil, ErrEventNotFound
-	case !v.open:
-		return nil, ErrSaleClosed
-	case v.pendingID != "" && !v.pendingDue:
-		return nil, &PendingCheckoutError{Reservation: v.pendingID, Where: forThisEvent}
 	case !v.sectionFound:
 		return nil, refusal.New(ErrSectionNotFound, "no section %q in this event", best.Section)
 	case v.busy:

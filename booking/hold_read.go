@@ -221,25 +221,35 @@ func scanRead(res pgx.BatchResults, in holdInput) (*holdView, error) {
 	return v, nil
 }
 
+// saleRefusal is what a hold of either kind meets before its seats: a
+// replay of the key's stored answer, or the event, its sale window or the
+// user's pending checkout refusing it (done: nothing more to check).
+func (v *holdView) saleRefusal(fp []byte) (r *holdResult, err error, done bool) {
+	if v.stored != nil {
+		if string(v.stored.fingerprint) != string(fp) {
+			return nil, ErrKeyReused, true
+		}
+		r := v.stored.result
+		r.Replayed = true
+		return &r, nil, true
+	}
+	switch {
+	case v.event == nil:
+		return nil, ErrEventNotFound, true
+	case !v.open:
+		return nil, ErrSaleClosed, true
+	case v.pendingID != "" && !v.pendingDue:
+		return nil, &PendingCheckoutError{Reservation: v.pendingID, Where: forThisEvent}, true
+	}
+	return nil, nil, false
+}
+
 // refusal is what the view says about the hold before anything is
 // written: a replay of the stored answer, a client error, or nil to go on.
 // The order is the one a locking hold would meet them in.
 func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult, error) {
-	if v.stored != nil {
-		if string(v.stored.fingerprint) != string(fp) {
-			return nil, ErrKeyReused
-		}
-		r := v.stored.result
-		r.Replayed = true
-		return &r, nil
-	}
-	switch {
-	case v.event == nil:
-		return nil, ErrEventNotFound
-	case !v.open:
-		return nil, ErrSaleClosed
-	case v.pendingID != "" && !v.pendingDue:
-		return nil, &PendingCheckoutError{Reservation: v.pendingID, Where: forThisEvent}
+	if r, err, done := v.saleRefusal(fp); done {
+		return r, err
 	}
 	var unknown, taken []int64
 	for _, id := range seats {
