@@ -230,9 +230,12 @@ func (lu *localUser) hidesLastActive(id string) bool {
 // setHidesLastActive records, for each of ids, whether it is in hidden,
 // and returns the ids whose record changed. The caller holds lu.changeMu.
 func (lu *localUser) setHidesLastActive(ids, hidden []string) []string {
-	next := map[string]bool{}
+	var next map[string]bool
 	if p := lu.noLastActive.Load(); p != nil {
-		maps.Copy(next, *p)
+		next = maps.Clone(*p)
+	}
+	if next == nil && len(hidden) > 0 {
+		next = map[string]bool{}
 	}
 	var changed []string
 	for _, id := range ids {
@@ -245,6 +248,11 @@ func (lu *localUser) setHidesLastActive(ids, hidden []string) []string {
 		} else {
 			delete(next, id)
 		}
+	}
+	if len(next) == 0 {
+		// Almost every user hides nothing from anyone: no map each.
+		lu.noLastActive.Store(nil)
+		return changed
 	}
 	lu.noLastActive.Store(&next)
 	return changed
