@@ -113,15 +113,7 @@ func (v *bestView) bestRefusal(in holdInput, best bestInput, fp []byte) (*holdRe
 	case len(v.seats) != best.Quantity:
 		return nil, &NoSeatsError{Section: best.Section, Free: v.free}
 	}
-	if in.PromoCode != "" {
-		switch p := v.promo; {
-		case p == nil || p.expired:
-			return nil, refusal.New(ErrInvalidPromoCode, "no such promotion code for this event")
-		case p.used >= p.maxUses:
-			return nil, ErrPromotionExhausted
-		}
-	}
-	return nil, nil
+	return nil, v.promoRefusal(in.PromoCode)
 }
 
 // withinMaxPrice refuses seats priced over the buyer's cap (the section's

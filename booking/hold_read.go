@@ -267,15 +267,22 @@ func (v *holdView) refusal(in holdInput, seats []int64, fp []byte) (*holdResult,
 	if len(taken) > 0 {
 		return nil, seatsTaken(taken)
 	}
-	if in.PromoCode != "" {
-		switch p := v.promo; {
-		case p == nil || p.expired:
-			return nil, refusal.New(ErrInvalidPromoCode, "no such promotion code for this event")
-		case p.used >= p.maxUses:
-			return nil, ErrPromotionExhausted
-		}
+	return nil, v.promoRefusal(in.PromoCode)
+}
+
+// promoRefusal refuses a promotion code the event does not have, or one
+// that expired or is used up ("" asks for none).
+func (v *holdView) promoRefusal(code string) error {
+	if code == "" {
+		return nil
 	}
-	return nil, nil
+	switch p := v.promo; {
+	case p == nil || p.expired:
+		return refusal.New(ErrInvalidPromoCode, "no such promotion code for this event")
+	case p.used >= p.maxUses:
+		return ErrPromotionExhausted
+	}
+	return nil
 }
 
 // rehints are the seats a refusal says are taken whose live holder the

@@ -2,7 +2,7 @@
 // checkout page, and a ticket or voucher with its rotating QR code (GET
 // /v1/tickets lists both).
 import { request } from '/js/presenced.js';
-import { $, explain, text } from './common.js';
+import { $, clock, explain, text } from './common.js';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -82,4 +82,26 @@ export async function startCheckout(r, token, remember) {
     text('pay-state', explain(err));
     $('pay').disabled = false;
   }
+}
+
+/**
+ * holdCountdown shows the time left on hold r in #countdown every second
+ * and, when it runs out, says the `what` are back on sale and disables
+ * #pay. It returns the interval, for clearInterval.
+ */
+export function holdCountdown(r, what) {
+  let timer = 0;
+  const tick = () => {
+    const left = (Date.parse(r.expiresAt) - Date.now()) / 1000;
+    text('countdown', clock(left));
+    $('countdown').dataset.seconds = String(Math.max(0, Math.floor(left)));
+    if (left <= 0) {
+      clearInterval(timer);
+      text('pay-state', `The hold has expired: the ${what} are back on sale.`);
+      $('pay').disabled = true;
+    }
+  };
+  tick();
+  timer = setInterval(tick, 1000);
+  return timer;
 }

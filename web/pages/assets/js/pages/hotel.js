@@ -4,8 +4,8 @@
 // price per night, a hold with a countdown, the sandbox's checkout page,
 // and one voucher per room with a rotating code.
 import { ApiError, request, Viewers } from '/js/presenced.js';
-import { $, afterPaint, clock, config, explain, money, randomName, show, text, userToken } from './common.js';
-import { codeCard, sleep, startCheckout } from './codes.js';
+import { $, afterPaint, config, explain, money, randomName, show, text, userToken } from './common.js';
+import { codeCard, holdCountdown, sleep, startCheckout } from './codes.js';
 
 const hotel = config.hotel;
 const info = config.hotelInfo ?? null; // null: this process has no hotel search
@@ -215,18 +215,7 @@ function showHold(r) {
   show('hold-actions', !paid);
   text('hold-title', paid ? '3. Paid: the rooms are yours' : '3. Your hold');
   if (paid) return;
-  const tick = () => {
-    const left = (Date.parse(r.expiresAt) - Date.now()) / 1000;
-    text('countdown', clock(left));
-    $('countdown').dataset.seconds = String(Math.max(0, Math.floor(left)));
-    if (left <= 0) {
-      clearInterval(countdownTimer);
-      text('pay-state', 'The hold has expired: the rooms are back on sale.');
-      $('pay').disabled = true;
-    }
-  };
-  tick();
-  countdownTimer = setInterval(tick, 1000);
+  countdownTimer = holdCountdown(r, 'rooms');
   $('pay').disabled = r.status !== 'PENDING_PAYMENT';
   $('cancel').disabled = r.status !== 'PENDING_PAYMENT';
 }

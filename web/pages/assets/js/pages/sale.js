@@ -6,8 +6,8 @@
 // pay on the sandbox's checkout page, and get tickets whose QR code
 // changes every 15 seconds.
 import { ApiError, fetchSeatStates, fetchSections, holdSeats, request, SeatMapLive, SeatState, WaitingRoom } from '/js/presenced.js';
-import { $, afterPaint, clock, config, duration, explain, money, randomName, show, stateWords, text, userToken } from './common.js';
-import { codeCard, sleep, startCheckout } from './codes.js';
+import { $, afterPaint, config, duration, explain, money, randomName, show, stateWords, text, userToken } from './common.js';
+import { codeCard, holdCountdown, sleep, startCheckout } from './codes.js';
 
 const event = config.event;
 const base = location.origin;
@@ -445,18 +445,7 @@ function showHold(r) {
   show('hold-actions', !paid);
   text('hold-title', paid ? '4. Paid: the seats are yours' : '4. Your hold');
   if (paid) return;
-  const tick = () => {
-    const left = (Date.parse(r.expiresAt) - Date.now()) / 1000;
-    text('countdown', clock(left));
-    $('countdown').dataset.seconds = String(Math.max(0, Math.floor(left)));
-    if (left <= 0) {
-      clearInterval(countdownTimer);
-      text('pay-state', 'The hold has expired: the seats are back on sale.');
-      $('pay').disabled = true;
-    }
-  };
-  tick();
-  countdownTimer = setInterval(tick, 1000);
+  countdownTimer = holdCountdown(r, 'seats');
   $('pay').disabled = r.status !== 'PENDING_PAYMENT';
   $('cancel').disabled = r.status !== 'PENDING_PAYMENT';
 }
