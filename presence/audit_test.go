@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -45,35 +46,39 @@ func TestAuditRecords(t *testing.T) {
 	key := map[string]string{"X-API-Key": testAPIKey}
 
 	// Automatic changes only: connect, activity, idle by device, leave.
-	carol := connect(t, s, "aucarol")
+	// Ids of this run's own: the records live in the binary's shared
+	// PostgreSQL, which a second run (-count) finds filled.
+	sfx := strconv.FormatInt(time.Now().UnixNano(), 36)
+	bobID, carolID := "aubob"+sfx, "aucarol"+sfx
+	carol := connect(t, s, carolID)
 	carol.send("session:ping", map[string]any{"active": true})
 	carol.reply(carol.send("presence:update", map[string]any{"active": false}))
 	carol.send("session:disconnect", nil)
 	carol.waitClosed()
 
-	bob := connect(t, s, "aubob")
+	bob := connect(t, s, bobID)
 	bob.reply(bob.send("presence:update", map[string]any{"status": "busy"}))
 	bob.reply(bob.send("presence:update", map[string]any{"status": "invisible"}))
 	bob.reply(bob.send("presence:update", map[string]any{"status": nil}))
 	bob.setPrivacy(map[string]any{"lastActiveAt": "nobody"})
-	code, body := httpDo(t, "PUT", s.base+"/v1/presence/privacy/aubob", `{"invisible":true}`, key)
+	code, body := httpDo(t, "PUT", s.base+"/v1/presence/privacy/"+bobID, `{"invisible":true}`, key)
 	require.Equal(t, http.StatusOK, code, body)
 
 	type row struct{ Actor, Kind, Old, New string }
 	want := []row{
 		{"admin:api-key", "invisible", "false", "true"},
-		{"user:aubob", "visibility", "status=everyone,lastActiveAt=everyone", "status=everyone,lastActiveAt=nobody"},
-		{"user:aubob", "status", "busy", "online"},
-		{"user:aubob", "invisible", "true", "false"},
-		{"user:aubob", "invisible", "false", "true"},
-		{"user:aubob", "status", "online", "busy"},
+		{"user:" + bobID, "visibility", "status=everyone,lastActiveAt=everyone", "status=everyone,lastActiveAt=nobody"},
+		{"user:" + bobID, "status", "busy", "online"},
+		{"user:" + bobID, "invisible", "true", "false"},
+		{"user:" + bobID, "invisible", "false", "true"},
+		{"user:" + bobID, "status", "online", "busy"},
 	}
 	var all []presence.AuditRecord
 	testenv.Eventually(t, 5*time.Second, func() bool {
 		all = nil
 		next := ""
 		for {
-			_, body := httpDo(t, "GET", s.base+"/v1/presence/audit/aubob?limit=2&before="+next, "", key)
+			_, body := httpDo(t, "GET", s.base+"/v1/presence/audit/"+bobID+"?limit=2&before="+next, "", key)
 			var page presence.AuditPage
 			require.NoError(t, json.Unmarshal([]byte(body), &page))
 			all = append(all, page.Records...)
@@ -86,17 +91,17 @@ func TestAuditRecords(t *testing.T) {
 	got := make([]row, len(all))
 	for i, r := range all {
 		got[i] = row{r.Actor, r.Kind, r.Old, r.New}
-		require.Equal(t, "aubob", r.User)
+		require.Equal(t, bobID, r.User)
 		require.NotZero(t, r.At)
 		require.NotEmpty(t, r.RequestID)
-		if r.Actor == "user:aubob" {
+		if r.Actor == "user:"+bobID {
 			require.NotEmpty(t, r.Device, "the session the change came from")
 		}
 	}
 	// Within one writer batch, ids follow the queue: newest first.
 	require.ElementsMatch(t, want, got)
-	_, body = httpDo(t, "GET", s.base+"/v1/presence/audit/aucarol", "", key)
-	require.JSONEq(t, `{"user":"aucarol","records":[]}`, body, "nothing automatic is audited")
+	_, body = httpDo(t, "GET", s.base+"/v1/presence/audit/"+carolID, "", key)
+	require.JSONEq(t, `{"user":"`+carolID+`","records":[]}`, body, "nothing automatic is audited")
 
 	// Each is an outbox event too, committed with it.
 	pool, err := pgxpool.New(context.Background(), cfg.Postgres.URL)
@@ -104,7 +109,7 @@ func TestAuditRecords(t *testing.T) {
 	t.Cleanup(pool.Close)
 	var events int
 	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM outbox WHERE kind = 'presence.audit' AND aggregate_id = 'aubob'`).Scan(&events))
+		`SELECT count(*) FROM outbox WHERE kind = 'presence.audit' AND aggregate_id = $1`, bobID).Scan(&events))
 	require.Equal(t, len(want), events)
 
 	testenv.Eventually(t, 5*time.Second, func() bool {
@@ -113,9 +118,9 @@ func TestAuditRecords(t *testing.T) {
 		return len(hooked) == len(want)
 	}, "every record reaches the webhook")
 
-	code, _ = httpDo(t, "GET", s.base+"/v1/presence/audit/aubob?limit=0", "", key)
+	code, _ = httpDo(t, "GET", s.base+"/v1/presence/audit/"+bobID+"?limit=0", "", key)
 	require.Equal(t, http.StatusBadRequest, code)
-	code, _ = httpDo(t, "GET", s.base+"/v1/presence/audit/aubob", "", nil)
+	code, _ = httpDo(t, "GET", s.base+"/v1/presence/audit/"+bobID, "", nil)
 	require.Equal(t, http.StatusUnauthorized, code)
 }
 
@@ -128,13 +133,14 @@ func TestAuditRetention(t *testing.T) {
 	pool, err := pgxpool.New(context.Background(), cfg.Postgres.URL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
+	user := "rtbob" + strconv.FormatInt(time.Now().UnixNano(), 36) // the shared PostgreSQL outlives a run
 	_, err = pool.Exec(context.Background(), `INSERT INTO presence_audit (user_id, actor, kind, old_value, new_value, at)
-		VALUES ('rtbob', 'user:rtbob', 'status', 'online', 'busy', now() - interval '2 hours'),
-		       ('rtbob', 'user:rtbob', 'status', 'busy', 'away', now() - interval '10 minutes')`)
+		VALUES ($1, 'user:' || $1, 'status', 'online', 'busy', now() - interval '2 hours'),
+		       ($1, 'user:' || $1, 'status', 'busy', 'away', now() - interval '10 minutes')`, user)
 	require.NoError(t, err)
 	s := startServer(t, cfg)
 	testenv.Eventually(t, 5*time.Second, func() bool {
-		_, body := httpDo(t, "GET", s.base+"/v1/presence/audit/rtbob", "", map[string]string{"X-API-Key": testAPIKey})
+		_, body := httpDo(t, "GET", s.base+"/v1/presence/audit/"+user, "", map[string]string{"X-API-Key": testAPIKey})
 		var page presence.AuditPage
 		require.NoError(t, json.Unmarshal([]byte(body), &page))
 		return len(page.Records) == 1 && page.Records[0].New == "away"
