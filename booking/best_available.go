@@ -99,11 +99,7 @@ func (h *holdsPlane) HoldBest(ctx context.Context, in holdInput, best bestInput)
 		if g.hinted {
 			h.undo(ctx, in, nil, resID, g, nil)
 		}
-		if stored, ok := h.storedResponse(ctx, in, fp); ok {
-			h.m.idempotentHits.Inc()
-			return stored, nil
-		}
-		return holdResult{}, err
+		return h.refuseUnlessStored(ctx, in, fp, err)
 	}
 	committed := false
 	defer func() {

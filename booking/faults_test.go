@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/presenced/presenced/config"
+	"github.com/presenced/presenced/internal/admission"
 	"github.com/presenced/presenced/internal/testenv"
 )
 
@@ -204,4 +206,75 @@ func TestEndedReservationReleasesHintsDurably(t *testing.T) {
 	var p HintsReleased
 	require.NoError(t, json.Unmarshal(payload, &p))
 	require.Equal(t, HintsReleased{Event: event, Reservation: r.ID, Seats: []int64{seats[6], seats[7]}}, p)
+}
+
+// cutFromPostgres is a second holds plane on the bundle's Redis keys whose
+// PostgreSQL is out of reach (a refused port): the front plane during a
+// partition, while the first plane's writes stand.
+func (b *bundle) cutFromPostgres(t *testing.T) *holdsPlane {
+	t.Helper()
+	dead, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	require.NoError(t, err)
+	t.Cleanup(dead.Close)
+	cut, err := newHolds(holdsDeps{DB: dead, Redis: b.rdb, Keys: b.ks, Admission: b.desk,
+		Leases: admission.NewLeases(b.rdb, b.ks, time.Second), Config: b.cfg, Metrics: b.m, Log: testenv.Logger()})
+	require.NoError(t, err)
+	return cut
+}
+
+// A retry of a committed hold refused before PostgreSQL (its rate spent,
+// its lease gone) while PostgreSQL is out of reach is answered 503, never
+// the refusal: the buyer owns the
+// seats, and a 429, 403 or 409 would tell them to give up. Once PostgreSQL
+// answers, the retry gets its stored 201.
+func TestGateRefusalOfARetryIsNotDefinitiveWithoutPostgres(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Booking) { c.HoldsPerMinute = 1 })
+	event, seats := b.event(t, "A:1x10@100")
+	ctx := context.Background()
+	user := b.uid("ida")
+	in := holdInput{User: user, Event: event, Pass: b.desk.admit(event, user), Key: "once", Seats: []int64{seats[1]}}
+	first, err := b.holds.Hold(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, first.Status)
+
+	cut := b.cutFromPostgres(t)
+	_, err = cut.Hold(ctx, in) // the rate is spent
+	require.Equal(t, http.StatusServiceUnavailable, answerOf(err).Status, "not 429: %v", err)
+	require.NoError(t, b.rdb.ZRem(ctx, b.desk.LeaseKey(event), user).Err())
+	_, err = cut.Hold(ctx, in) // and the lease is gone
+	require.Equal(t, http.StatusServiceUnavailable, answerOf(err).Status, "not 403: %v", err)
+
+	again, err := b.holds.Hold(ctx, in) // PostgreSQL answers again
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, string(first.Body), string(again.Body))
+
+	// Best available meets the same gates.
+	_, err = cut.HoldBest(ctx, holdInput{User: user, Event: event, Pass: in.Pass, Key: "best"}, bestInput{Section: "A", Quantity: 1})
+	require.Equal(t, http.StatusServiceUnavailable, answerOf(err).Status, "not 429 or 403: %v", err)
+}
+
+// A stay hold's retry refused by the rate while PostgreSQL is out of
+// reach is a 503 too; with PostgreSQL back it gets its stored 201.
+func TestStayGateRefusalOfARetryIsNotDefinitiveWithoutPostgres(t *testing.T) {
+	t.Parallel()
+	b := setupStays(t, setup(t, func(c *config.Booking) { c.HoldsPerMinute = 1 }))
+	hotel, _ := b.hotel(t, "std:3x2@10000")
+	req := StayHoldRequest{RoomType: "std", CheckIn: night(3), CheckOut: night(5), Rooms: 1, Guests: 2}
+	status, first, err := b.holdStay(t, hotel, "ana", "k1", req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, status)
+
+	cut := newStays(b.cutFromPostgres(t), b.sm)
+	in := stayInput{User: b.uid("ana"), Hotel: hotel, Key: "k1", Req: req}
+	_, err = cut.HoldStay(context.Background(), in)
+	require.Equal(t, http.StatusServiceUnavailable, answerOf(err).Status, "not 429: %v", err)
+
+	again, err := b.stays.HoldStay(context.Background(), in)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	var r Reservation
+	require.NoError(t, json.Unmarshal(again.Body, &r))
+	require.Equal(t, first.ID, r.ID)
 }

@@ -112,25 +112,20 @@ func (h *holdsPlane) Hold(ctx context.Context, in holdInput) (holdResult, error)
 		}
 		// A retry of a committed hold gets its stored answer whatever the
 		// gates say now: the lease ends with a cancel or its time, Redis
-		// may have restarted empty, and a buyer retrying a timed-out 201
-		// must not be told 403 or 429. Looked up only on a refusal, so the
+		// may have restarted empty. Looked up only on a refusal, so the
 		// admitted path costs no extra round trip.
-		if stored, ok := h.storedResponse(ctx, in, fp); ok {
-			h.m.idempotentHits.Inc()
-			return stored, nil
-		}
-		return holdResult{}, err
+		return h.refuseUnlessStored(ctx, in, fp, err)
 	}
 	if g.taken != 0 {
 		// A retry of a committed hold whose seats another buyer hints
 		// now (it was cancelled or expired since) gets its stored answer,
 		// as past the gates.
-		if stored, ok := h.storedResponse(ctx, in, fp); ok {
-			h.m.idempotentHits.Inc()
-			return stored, nil
+		taken := seatsTaken([]int64{g.taken})
+		r, err := h.refuseUnlessStored(ctx, in, fp, taken)
+		if err == taken {
+			h.m.hintRejections.Inc()
 		}
-		h.m.hintRejections.Inc()
-		return holdResult{}, seatsTaken([]int64{g.taken})
+		return r, err
 	}
 	committed := false
 	var rehint map[int64]string
@@ -326,28 +321,50 @@ func (h *holdsPlane) gates(ctx context.Context, in holdInput, seats []int64, res
 
 // lookupStored reads the stored answer of the request's key, if any.
 func (h *holdsPlane) lookupStored(ctx context.Context, in holdInput) (storedAnswer, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout)
+	return lookupStoredAnswer(ctx, h.db, h.cfg.StatementTimeout, in.User, in.Key)
+}
+
+// lookupStoredAnswer reads the stored answer of a user's hold key (event
+// and stay holds share the key space), if any.
+func lookupStoredAnswer(ctx context.Context, db *pgxpool.Pool, timeout time.Duration, user, key string) (storedAnswer, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var st storedAnswer
-	err := h.db.QueryRow(ctx, selectStored, in.User, opHold, in.Key).Scan(&st.fingerprint, &st.result.Status, &st.result.Body)
+	err := db.QueryRow(ctx, selectStored, user, opHold, key).Scan(&st.fingerprint, &st.result.Status, &st.result.Body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, false, nil
 	}
 	return st, err == nil, err
 }
 
-// storedResponse returns the stored answer of an earlier identical request
-// under the same key, if there is one. It is keyed by user, so it tells
-// nobody else anything. A different request under the key is not replayed
-// here: the gate's refusal stands.
-func (h *holdsPlane) storedResponse(ctx context.Context, in holdInput, fp []byte) (holdResult, bool) {
-	st, found, err := h.lookupStored(ctx, in)
-	if err != nil || !found || string(st.fingerprint) != string(fp) {
-		return holdResult{}, false
+// refuseUnlessStored answers a refusal met before PostgreSQL (the rate,
+// the admission lease, another buyer's hint): an identical request that
+// committed under the key gets its stored answer instead, since a retry of
+// a timed-out 201 must not be told 403, 409 or 429. When PostgreSQL cannot
+// say whether one committed, the answer is a 503, never the refusal: the
+// hold may be committed, and the buyer would give up seats they own.
+// The key's answer is keyed by user, so it tells nobody else anything; a
+// different request under the key is not replayed: the refusal stands.
+func refuseUnlessStored(ctx context.Context, db *pgxpool.Pool, timeout time.Duration, in holdInput, fp []byte, refused error) (holdResult, error) {
+	st, found, err := lookupStoredAnswer(ctx, db, timeout, in.User, in.Key)
+	switch {
+	case err != nil:
+		return holdResult{}, storeError("read idempotency key", err)
+	case !found || string(st.fingerprint) != string(fp):
+		return holdResult{}, refused
 	}
 	r := st.result
 	r.Replayed = true
-	return r, true
+	return r, nil
+}
+
+// refuseUnlessStored is the package function with the plane's store.
+func (h *holdsPlane) refuseUnlessStored(ctx context.Context, in holdInput, fp []byte, refused error) (holdResult, error) {
+	r, err := refuseUnlessStored(ctx, h.db, h.cfg.StatementTimeout, in, fp, refused)
+	if r.Replayed {
+		h.m.idempotentHits.Inc()
+	}
+	return r, err
 }
 
 // checkIdempotencyKey refuses a missing key, and one that is not printable

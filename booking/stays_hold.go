@@ -59,7 +59,7 @@ func (s *staysPlane) HoldStay(ctx context.Context, in stayInput) (holdResult, er
 		return holdResult{}, err
 	}
 	if err := s.rateLimit(ctx, in.User); err != nil {
-		return holdResult{}, err
+		return s.holdsPlane.refuseUnlessStored(ctx, holdInput{User: in.User, Key: in.Key}, cart.fingerprint, err)
 	}
 	hotel, err := s.hotels.get(ctx, in.Hotel)
 	if err != nil {
@@ -73,7 +73,7 @@ func (s *staysPlane) HoldStay(ctx context.Context, in stayInput) (holdResult, er
 		// A flash deal: the same pass and lease check as an event's sale,
 		// of the waiting room named like the hotel.
 		if err := s.verifyAdmission(ctx, holdInput{User: in.User, Event: in.Hotel, Pass: in.Pass}); err != nil {
-			return holdResult{}, err
+			return s.holdsPlane.refuseUnlessStored(ctx, holdInput{User: in.User, Key: in.Key}, cart.fingerprint, err)
 		}
 	}
 	resID := uuid.Must(uuid.NewV7()).String()
