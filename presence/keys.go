@@ -78,8 +78,8 @@ func (k keys) userKey(id, part string) string {
 
 type shardKeys struct {
 	pings     string // STREAM of pings and closes: m, t (ttl ms), k (p|c)
-	deadlines string // ZSET member -> deadline ms
-	lastSeen  string // HASH member -> "<ms*1000+seq>|<p|c>"
+	deadlines string // ZSET member -> deadline ms, live sessions
+	closing   string // ZSET member -> end of the close grace ms, closed sessions
 	events    string // STREAM of inactive events: m, r (reason), d
 	changes   string // STREAM of status changes for webhooks
 	dead      string // STREAM of dead-lettered entries
@@ -114,7 +114,7 @@ func (k keys) shardNames(n int) shardKeys {
 	return shardKeys{
 		pings:     e.Key("pings"),
 		deadlines: e.Key("deadlines"),
-		lastSeen:  e.Key("lastseen"),
+		closing:   e.Key("closing"),
 		events:    e.Key("events"),
 		changes:   e.Key("changes"),
 		dead:      e.Key("dead"),

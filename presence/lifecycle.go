@@ -96,7 +96,7 @@ func (m *Module) applyPings(ctx context.Context, c *consumer, shard int, msgs []
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := pingApplyScript.Run(ctx, m.rdb, []string{sk.deadlines, sk.lastSeen}, args...).Err(); err != nil {
+	if err := pingApplyScript.Run(ctx, m.rdb, []string{sk.deadlines, sk.closing}, args...).Err(); err != nil {
 		if ctx.Err() == nil {
 			m.log.Warn("presence: apply pings", "err", err)
 		}
@@ -135,7 +135,7 @@ func (m *Module) cleanup(ctx context.Context, c *consumer, shard int, msgs []red
 			// scheduler then finds nothing left to end).
 			_, err := m.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 				p.ZRem(ctx, sk.deadlines, mem)
-				p.HDel(ctx, sk.lastSeen, mem)
+				p.ZRem(ctx, sk.closing, mem)
 				return nil
 			})
 			if err != nil {
@@ -199,24 +199,20 @@ func (m *Module) scheduleOnce(ctx context.Context, pings, events *consumer) erro
 		sk := m.keys.shard(n)
 		wm := watermark(states[n])
 		for {
-			counts, err := expireScript.Run(ctx, m.rdb, []string{sk.deadlines, sk.lastSeen, sk.events}, wm, expireBatch, m.cfg.EventsMaxLen).Int64Slice()
+			counts, err := expireScript.Run(ctx, m.rdb, []string{sk.deadlines, sk.closing, sk.events}, wm, expireBatch, m.cfg.EventsMaxLen).Int64Slice()
 			if err != nil {
 				return err
 			}
-			if len(counts) != 2 {
+			if len(counts) != 3 {
 				return errors.New("presence: expire: unexpected reply")
 			}
 			m.m.expired.WithLabelValues("timeout").Add(float64(counts[0]))
 			m.m.expired.WithLabelValues("closed").Add(float64(counts[1]))
 			if counts[0]+counts[1] < expireBatch {
+				tracked += counts[2]
 				break
 			}
 		}
-		card, err := m.rdb.ZCard(ctx, sk.deadlines).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return err
-		}
-		tracked += card
 	}
 	m.m.tracked.Set(float64(tracked))
 	return nil

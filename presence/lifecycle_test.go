@@ -2,6 +2,7 @@ package presence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -205,6 +206,9 @@ func TestReclaimAndDeadLetter(t *testing.T) {
 	require.NoError(t, pings.ensureGroups(ctx))
 
 	sid := openSession(t, m, "rec")
+	opened, err := rdb.ZScore(ctx, sk.deadlines, member(sid, "rec")).Result()
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond) // the ping's deadline is a later millisecond than the open's
 	require.NoError(t, m.st.ping(ctx, sid, "rec", false))
 	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: sk.pings, Values: []any{"m", "garbage", "t", "x"}}).Err())
 	taken, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: groupPings, Consumer: "dead", Streams: []string{sk.pings, ">"}, Count: 10, Block: -1}).Result()
@@ -216,9 +220,9 @@ func TestReclaimAndDeadLetter(t *testing.T) {
 		p, err := rdb.XPending(ctx, sk.pings, groupPings).Result()
 		return err == nil && p.Count == 0
 	}, "the dead consumer's entries were claimed and handled")
-	seen, err := rdb.HGet(ctx, sk.lastSeen, member(sid, "rec")).Result()
+	score, err := rdb.ZScore(ctx, sk.deadlines, member(sid, "rec")).Result()
 	require.NoError(t, err)
-	require.NotEqual(t, "0|p", seen, "the claimed ping was applied over the open's record")
+	require.Greater(t, score, opened, "the claimed ping was applied over the open's record")
 	dead, err := rdb.XRange(ctx, sk.dead, "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, dead, 1, "the malformed ping was dead-lettered")
@@ -284,22 +288,52 @@ func TestACloseEndsTheSessionsPingsWhateverTheOrder(t *testing.T) {
 	mk := func(ms int64, ttl int64, kind string) redis.XMessage {
 		return redis.XMessage{ID: fmt.Sprintf("%d-0", ms), Values: map[string]any{"m": "s1:u", "t": fmt.Sprint(ttl), "k": kind}}
 	}
-	deadline := func() float64 {
-		score, err := rdb.ZScore(ctx, sk.deadlines, "s1:u").Result()
+	score := func(key string) float64 {
+		score, err := rdb.ZScore(ctx, key, "s1:u").Result()
+		if errors.Is(err, redis.Nil) {
+			return 0
+		}
 		require.NoError(t, err)
 		return score
 	}
 	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+10, 60000, "p")})
 	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+5, 60000, "p")})
-	require.Equal(t, float64(now+10+60000), deadline(), "an older ping is ignored")
+	require.Equal(t, float64(now+10+60000), score(sk.deadlines), "an older ping is ignored")
 	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now, 500, "c")})
-	require.Equal(t, float64(now+500), deadline(), "the close applies over a ping written after it")
+	require.Zero(t, score(sk.deadlines), "the close applies over a ping written after it")
+	require.Equal(t, float64(now+500), score(sk.closing))
 	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+15, 60000, "p")})
-	require.Equal(t, float64(now+500), deadline(), "no ping applies after the close")
+	require.Zero(t, score(sk.deadlines), "no ping applies after the close")
+	require.Equal(t, float64(now+500), score(sk.closing))
 	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+20, 500, "c")})
-	require.Equal(t, float64(now+20+500), deadline(), "a later close applies")
+	require.Equal(t, float64(now+20+500), score(sk.closing), "a later close applies")
 	m.applyPings(ctx, c, 0, []redis.XMessage{mk(now+1, 500, "c")})
-	require.Equal(t, float64(now+20+500), deadline(), "an older close is ignored")
+	require.Equal(t, float64(now+20+500), score(sk.closing), "an older close is ignored")
+	require.Zero(t, score(sk.deadlines))
+}
+
+// A ping of a session the live index does not hold (its record was lost,
+// or the scheduler ended it already) records it again, so a session whose
+// gateway keeps it open always has a deadline; the cleanup ending it twice
+// changes nothing.
+func TestAPingRecordsASessionTheIndexLost(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
+	ctx := context.Background()
+	sk := m.keys.shard(0)
+	c := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
+	now := time.Now().UnixMilli()
+	ping := redis.XMessage{ID: fmt.Sprintf("%d-0", now), Values: map[string]any{"m": "s1:u s2:u", "t": "60000", "k": "p"}}
+	require.Len(t, m.applyPings(ctx, c, 0, []redis.XMessage{ping}), 1)
+	for _, mem := range []string{"s1:u", "s2:u"} {
+		score, err := rdb.ZScore(ctx, sk.deadlines, mem).Result()
+		require.NoError(t, err)
+		require.Equal(t, float64(now+60000), score)
+	}
+	n, err := rdb.ZCard(ctx, sk.closing).Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
 }
 
 // An open's first ping is recorded directly, below every stream entry:
@@ -317,9 +351,6 @@ func TestFirstPingIsRecordedDirectlyBelowTheStream(t *testing.T) {
 	n, err := rdb.XLen(ctx, sk.pings).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing goes through the stream")
-	seen, err := rdb.HGet(ctx, sk.lastSeen, mem).Result()
-	require.NoError(t, err)
-	require.Equal(t, "0|p", seen)
 	ttl := (m.cfg.PingInterval * time.Duration(m.cfg.MissBudget)).Milliseconds()
 	score, err := rdb.ZScore(ctx, sk.deadlines, mem).Result()
 	require.NoError(t, err)
@@ -330,18 +361,22 @@ func TestFirstPingIsRecordedDirectlyBelowTheStream(t *testing.T) {
 	c := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
 	closedAt := time.Now().UnixMilli()
 	m.applyPings(ctx, c, 0, []redis.XMessage{{ID: fmt.Sprintf("%d-0", closedAt), Values: map[string]any{"m": mem, "t": "500", "k": "c"}}})
-	score, err = rdb.ZScore(ctx, sk.deadlines, mem).Result()
+	score, err = rdb.ZScore(ctx, sk.closing, mem).Result()
 	require.NoError(t, err)
 	require.Equal(t, float64(closedAt+500), score)
+	requireNotLive := func() {
+		t.Helper()
+		_, err := rdb.ZScore(ctx, sk.deadlines, mem).Result()
+		require.ErrorIs(t, err, redis.Nil)
+	}
+	requireNotLive()
 
 	// Recorded again (it cannot happen: session ids are new), it changes nothing.
 	require.NoError(t, m.st.pingOpened(ctx, sid, "u", subChange{}))
-	score, err = rdb.ZScore(ctx, sk.deadlines, mem).Result()
+	requireNotLive()
+	score, err = rdb.ZScore(ctx, sk.closing, mem).Result()
 	require.NoError(t, err)
 	require.Equal(t, float64(closedAt+500), score)
-	seen, err = rdb.HGet(ctx, sk.lastSeen, mem).Result()
-	require.NoError(t, err)
-	require.Equal(t, fmt.Sprintf("%d|c", closedAt*1000), seen)
 }
 
 // For contrast: the same deadline with every ping applied expires.

@@ -137,7 +137,7 @@ func (m *Module) reapGateways(ctx context.Context) error {
 		ended := int64(0)
 		for n := 0; n < m.cfg.Shards; n++ {
 			sk := m.keys.shard(n)
-			c, err := gwReapScript.Run(ctx, m.rdb, []string{sk.gateway(id), sk.deadlines, sk.lastSeen, sk.events}, m.cfg.EventsMaxLen).Int64()
+			c, err := gwReapScript.Run(ctx, m.rdb, []string{sk.gateway(id), sk.deadlines, sk.closing, sk.events}, m.cfg.EventsMaxLen).Int64()
 			if err != nil {
 				return fmt.Errorf("presence: reap gateway %s: %w", id, err)
 			}

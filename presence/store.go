@@ -278,7 +278,7 @@ func (s *stateStore) pingOpened(ctx context.Context, sid, user string, change su
 		writes = append(writes, memberWrite{key: sk.gateway(s.gateway), member: mem})
 	}
 	ttl := (s.cfg.PingInterval * time.Duration(s.cfg.MissBudget)).Milliseconds()
-	if _, err := s.batch.runScriptWith(ctx, pingOpenScript, []string{sk.deadlines, sk.lastSeen}, []any{mem, ttl}, writes); err != nil {
+	if _, err := s.batch.runScriptWith(ctx, pingOpenScript, []string{sk.deadlines, sk.closing}, []any{mem, ttl}, writes); err != nil {
 		return fmt.Errorf("presence: first ping: %w", err)
 	}
 	s.counts.added(change.Added)
