@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/presenced/presenced/internal/refusal"
 )
@@ -21,18 +19,12 @@ import (
 // picks the seats (best_available_seats, migration 0060) with SKIP LOCKED,
 // so that buyers of one hot section spread over its free seats instead of
 // queueing on the same row locks. The hold is then the named-seat hold's:
-// the same invariants, stored response, prices frozen by freeze, and the
-// same write statement (queueHold), its own seats already locked.
-//
-// Two PostgreSQL round trips, as a named hold that queues for a writer
-// (holdAlone makes one statement of a named hold; the prices and the
-// answer here depend on the seats the pick chooses): the first opens the
-// transaction, reads the event, the user's pending checkout, the stored
-// answer of the key and the promotion, and locks the seats it picks; the
-// second writes and commits. The seats stay locked between the two, only
-// for the time the process takes to price them. The seat hints of Redis
-// are not read: a buyer who does not name seats cannot be refused by them,
-// and SKIP LOCKED is the cheaper "taken" here.
+// the same invariants, stored response and prices, written by the same
+// parts of one statement as a named hold alone (bestAloneSQL): one
+// PostgreSQL round trip, which picks, prices and writes, or answers a
+// refusal from what it read. The seat hints of Redis are not read: a
+// buyer who does not name seats cannot be refused by them, and SKIP
+// LOCKED is the cheaper "taken" here.
 
 // bestInput is what a best-available hold asks for.
 type bestInput struct {
@@ -107,7 +99,7 @@ func (h *holdsPlane) HoldBest(ctx context.Context, in holdInput, best bestInput)
 			h.undo(ctx, in, nil, resID, g, nil)
 		}
 	}()
-	p, ev, ended, replay, err := h.pickAndWrite(ctx, in, best, fp, resID)
+	body, ev, ended, replay, err := h.pickAndWrite(ctx, in, best, fp, resID)
 	if ev != nil {
 		h.holdTimes.remember(in.Event, ev.holdMinutes)
 	}
@@ -126,71 +118,60 @@ func (h *holdsPlane) HoldBest(ctx context.Context, in holdInput, best bestInput)
 	for _, r := range ended {
 		h.releaseAfter(ctx, r, false) // the user's own checkout: the lease stays
 	}
-	return holdResult{Status: http.StatusCreated, Body: p.body}, nil
+	return holdResult{Status: http.StatusCreated, Body: body}, nil
 }
 
-// pickAndWrite runs the hold's transaction on one connection: the first
-// batch opens it, reads and picks; the second writes and commits. A user
-// whose own checkout is due has it ended first, in a transaction of its
-// own (rare: the expiry worker ends due holds every second).
-func (h *holdsPlane) pickAndWrite(ctx context.Context, in holdInput, best bestInput, fp []byte, resID string) (*pendingHold, *eventRow, []*released, *holdResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*(h.cfg.StatementTimeout+h.cfg.LockTimeout))
-	defer cancel()
-	conn, err := h.db.Acquire(ctx)
-	if err != nil {
-		return nil, nil, nil, nil, storeError("best available", err)
-	}
-	defer conn.Release()
-	open := true
-	defer func() {
-		if open {
-			rollback(ctx, conn)
-		}
-	}()
-	v, err := h.pick(ctx, conn.Conn(), in, best)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	replay, err := v.bestRefusal(in, best, fp)
-	if replay != nil || err != nil {
-		return nil, v.event, nil, replay, err
-	}
+// pickAndWrite runs the hold's one statement (runBest) and answers what
+// it read when it wrote nothing. A user whose own checkout is due has it
+// ended first, in a transaction of its own, and the statement runs again
+// (rare: the expiry worker ends due holds every second).
+func (h *holdsPlane) pickAndWrite(ctx context.Context, in holdInput, best bestInput, fp []byte, resID string) ([]byte, *eventRow, []*released, *holdResult, error) {
 	var ended []*released
-	if v.pendingID != "" && v.pendingDue {
-		rollback(ctx, conn)
-		if ended, err = h.endOwnCheckout(ctx, v.pendingID); err != nil {
+	for {
+		body, v, err := h.runBest(ctx, in, best, fp, resID)
+		if err != nil {
 			return nil, nil, nil, nil, err
 		}
-		if v, err = h.pick(ctx, conn.Conn(), in, best); err != nil {
-			return nil, nil, nil, nil, err
+		if body != nil {
+			return body, v.event, ended, nil, nil
 		}
-		if replay, err = v.bestRefusal(in, best, fp); replay != nil || err != nil {
+		if replay, err, done := v.saleRefusal(fp); done {
 			return nil, v.event, nil, replay, err
 		}
+		if v.pendingID != "" && v.pendingDue && ended == nil {
+			if ended, err = h.endOwnCheckout(ctx, v.pendingID); err != nil {
+				return nil, nil, nil, nil, err
+			}
+			if ended == nil {
+				ended = []*released{} // someone else ended it: run again once
+			}
+			continue
+		}
+		return nil, v.event, nil, nil, h.bestAnswer(in, best, fp, resID, v)
+	}
+}
+
+// bestAnswer is the refusal of a best-available hold the statement did not
+// write, from what it read, in the order the two round trips met them:
+// the pick's, the promotion's, the price's, the buyer's cap.
+func (h *holdsPlane) bestAnswer(in holdInput, best bestInput, fp []byte, resID string, v *bestView) error {
+	if v.pendingDue {
+		// Still due after it was ended: a concurrent hold of the user.
+		return refusal.Busy(time.Second, "your previous checkout is being ended; retry")
+	}
+	if _, err := v.bestRefusal(in, best, fp); err != nil {
+		return err
 	}
 	p, err := h.price(in, fp, resID, &v.holdView)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return err
 	}
 	if err := v.withinMaxPrice(best, p.items); err != nil {
-		return nil, nil, nil, nil, err
+		return err
 	}
-	b := &pgx.Batch{}
-	if err := queueHold(b, p); err != nil {
-		return nil, nil, nil, nil, err
-	}
-	b.Queue("COMMIT")
-	start := time.Now()
-	err = conn.Conn().SendBatch(ctx, b).Close()
-	h.m.lockWait.Observe(time.Since(start).Seconds())
-	if err != nil {
-		return nil, nil, nil, nil, writeError(err)
-	}
-	open = conn.Conn().PgConn().TxStatus() != 'I'
-	if open {
-		return nil, nil, nil, nil, fmt.Errorf("best available: the commit left a transaction open")
-	}
-	return p, v.event, ended, nil, nil
+	// Nothing read refuses it: what changed between the reads of the one
+	// statement (a seat let go between its snapshot and the pick's).
+	return refusal.Busy(time.Second, "the seats changed while they were picked; retry")
 }
 
 // endOwnCheckout ends the user's checkout whose time is up, as the expiry
@@ -212,17 +193,6 @@ func (h *holdsPlane) endOwnCheckout(ctx context.Context, id string) ([]*released
 		return nil, storeError("expire own checkout", err)
 	}
 	return ended, nil
-}
-
-// rollback ends the connection's transaction, if one is open. A connection
-// left in one is closed by the pool.
-func rollback(ctx context.Context, conn *pgxpool.Conn) {
-	if conn.Conn().PgConn().TxStatus() == 'I' {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	_, _ = conn.Exec(ctx, "ROLLBACK")
 }
 
 // seatsBeingHeld refuses a named hold that met a seat another transaction

@@ -42,7 +42,17 @@ import (
 // Holds that queue for a writer keep the batched path: group reads, prices
 // in Go, group commit (writeHoldsSQL), which costs fewer statements per
 // hold when there are many.
-const holdAloneSQL = `
+const holdAloneSQL = aloneEvent + namedSeat + alonePrices + namedVerdict + aloneAnswer + namedHeld + aloneRest + namedSelect
+
+// The parts of holdAloneSQL that a best-available hold in one statement
+// (bestAloneSQL) shares: what it reads of the event, the key and the
+// promotion; the prices of the seats (a CTE seat of id, section_id,
+// row_num, seat_num, base_price, section_seats and section_taken, and one
+// verdict); the answer and the reservation; the items, the promotion's
+// use, the section counters and the outbox events. Parameters $1–$7 and
+// $9–$11 mean the same in both.
+const (
+	aloneEvent = `
 WITH clock AS (SELECT clock_timestamp() AS now),
 ev AS (
 	SELECT e.currency::text AS currency, e.starts_at, e.hold_minutes, c.now,
@@ -53,15 +63,8 @@ ev AS (
 	JOIN events e ON e.id = $7
 	LEFT JOIN reservations r ON r.user_id = $1 AND r.event_id = $7 AND r.status = 'PENDING_PAYMENT'),
 stored AS (SELECT fingerprint, status_code, response FROM idempotency_keys WHERE user_id = $1 AND operation = $2 AND key = $3),
-seat AS (
-	SELECT s.id, s.event_id = $7 AS of_event, s.section_id, s.row_num, s.seat_num, s.status, s.base_price, s.reservation_id,
-	       (SELECT CASE WHEN r.status = 'PENDING_PAYMENT' AND r.expires_at <= clock_timestamp() THEN r.id::text END
-	        FROM reservations r WHERE r.id = s.reservation_id) AS expired_holder,
-	       (SELECT c.seat_count FROM sections c WHERE c.event_id = s.event_id AND c.id = s.section_id) AS section_seats,
-	       (SELECT coalesce(sum(o.taken), 0)::bigint FROM section_occupancy o
-	        WHERE o.event_id = s.event_id AND o.section_id = s.section_id) AS section_taken
-	FROM seats s WHERE s.id = ANY($8)),
-promo AS (
+`
+	alonePrices = `promo AS (
 	SELECT discount_bps, max_uses, used, coalesce(valid_until <= clock_timestamp(), false) AS expired
 	FROM promotions WHERE event_id = $7 AND code = $9),
 surged AS (
@@ -76,14 +79,8 @@ grossed AS (
 priced AS (
 	SELECT grossed.*, grossed.gross - d.discount AS price, d.discount
 	FROM grossed, LATERAL (SELECT div(grossed.gross * coalesce((SELECT discount_bps FROM promo), 0) + 5000, 10000) AS discount) d),
-verdict AS (
-	SELECT NOT EXISTS (SELECT FROM stored)
-	   AND coalesce((SELECT open AND pending_id IS NULL FROM ev), false)
-	   AND (SELECT count(*) FROM seat WHERE of_event AND status = 'AVAILABLE') = cardinality($8::bigint[])
-	   AND ($9::text IS NULL OR coalesce((SELECT NOT expired AND used < max_uses FROM promo), false))
-	   AND coalesce((SELECT bool_and(gross <= 9223372036854775807) AND sum(price) <= 9223372036854775807 FROM priced), false)
-	   AS ok),
-hold AS (
+`
+	aloneAnswer = `hold AS (
 	SELECT ev.currency, ev.now + make_interval(mins => ev.hold_minutes) AS expires_at,
 	       (SELECT sum(price)::bigint FROM priced) AS total
 	FROM ev, verdict WHERE verdict.ok),
@@ -106,13 +103,8 @@ answer AS (
 reservation AS (
 	INSERT INTO reservations (id, event_id, user_id, status, expires_at, total, currency, promo_code)
 	SELECT $6::uuid, $7, $1, 'PENDING_PAYMENT', expires_at, total, currency, $9 FROM hold RETURNING 1),
-wanted AS (SELECT id FROM seats WHERE id = ANY($8) AND (SELECT ok FROM verdict) ORDER BY id FOR UPDATE SKIP LOCKED),
-all_locked AS (SELECT CASE WHEN (SELECT ok FROM verdict)
-	THEN seats_all_locked(cardinality($8::bigint[]), (SELECT count(*) FROM wanted)) ELSE true END AS ok),
-held AS (
-	UPDATE seats s SET status = 'HELD', reservation_id = $6::uuid, version = s.version + 1
-	FROM wanted, all_locked WHERE s.id = wanted.id AND all_locked.ok RETURNING 1),
-items AS (
+`
+	aloneRest = `items AS (
 	INSERT INTO reservation_items (reservation_id, seat_id, section_id, base_price, surge_bps, discount, price_at_lock, status)
 	SELECT $6::uuid, id, section_id, base_price, surge_bps, discount, price, 'HELD'
 	FROM priced WHERE (SELECT ok FROM verdict) RETURNING 1),
@@ -132,7 +124,37 @@ counters AS (
 events AS (
 	INSERT INTO outbox (kind, aggregate_id, payload)
 	SELECT $11, $7, jsonb_build_object('event', $7::text, 'section', section_id)
-	FROM (SELECT DISTINCT section_id FROM priced WHERE (SELECT ok FROM verdict)) s ORDER BY section_id RETURNING 1)
+	FROM (SELECT DISTINCT section_id FROM priced WHERE (SELECT ok FROM verdict)) s ORDER BY section_id RETURNING 1)`
+)
+
+// The parts of holdAloneSQL that are a named hold's own: the wanted seats
+// $8, the verdict on them, their locks and the final row.
+const (
+	namedSeat = `seat AS (
+	SELECT s.id, s.event_id = $7 AS of_event, s.section_id, s.row_num, s.seat_num, s.status, s.base_price, s.reservation_id,
+	       (SELECT CASE WHEN r.status = 'PENDING_PAYMENT' AND r.expires_at <= clock_timestamp() THEN r.id::text END
+	        FROM reservations r WHERE r.id = s.reservation_id) AS expired_holder,
+	       (SELECT c.seat_count FROM sections c WHERE c.event_id = s.event_id AND c.id = s.section_id) AS section_seats,
+	       (SELECT coalesce(sum(o.taken), 0)::bigint FROM section_occupancy o
+	        WHERE o.event_id = s.event_id AND o.section_id = s.section_id) AS section_taken
+	FROM seats s WHERE s.id = ANY($8)),
+`
+	namedVerdict = `verdict AS (
+	SELECT NOT EXISTS (SELECT FROM stored)
+	   AND coalesce((SELECT open AND pending_id IS NULL FROM ev), false)
+	   AND (SELECT count(*) FROM seat WHERE of_event AND status = 'AVAILABLE') = cardinality($8::bigint[])
+	   AND ($9::text IS NULL OR coalesce((SELECT NOT expired AND used < max_uses FROM promo), false))
+	   AND coalesce((SELECT bool_and(gross <= 9223372036854775807) AND sum(price) <= 9223372036854775807 FROM priced), false)
+	   AS ok),
+`
+	namedHeld = `wanted AS (SELECT id FROM seats WHERE id = ANY($8) AND (SELECT ok FROM verdict) ORDER BY id FOR UPDATE SKIP LOCKED),
+all_locked AS (SELECT CASE WHEN (SELECT ok FROM verdict)
+	THEN seats_all_locked(cardinality($8::bigint[]), (SELECT count(*) FROM wanted)) ELSE true END AS ok),
+held AS (
+	UPDATE seats s SET status = 'HELD', reservation_id = $6::uuid, version = s.version + 1
+	FROM wanted, all_locked WHERE s.id = wanted.id AND all_locked.ok RETURNING 1),
+`
+	namedSelect = `
 SELECT (SELECT count(*) FROM answer), (SELECT count(*) FROM reservation), (SELECT count(*) FROM held),
        (SELECT count(*) FROM items), (SELECT count(*) FROM promotion), (SELECT count(*) FROM promotion_use),
        (SELECT count(*) FROM counters), (SELECT count(*) FROM events),
@@ -150,6 +172,7 @@ FROM verdict v
 LEFT JOIN ev ON true
 LEFT JOIN stored st ON true
 LEFT JOIN promo p ON true`
+)
 
 // aloneSeat is a seat as holdAloneSQL returns it when it wrote nothing.
 type aloneSeat struct {
