@@ -52,3 +52,44 @@ func BenchmarkHoldUncontended(b *testing.B) {
 	b.ReportMetric(float64(n)/float64(b.N), "roundtrips/hold")
 	b.ReportMetric(float64(statements)/float64(b.N), "statements/hold")
 }
+
+// BenchmarkHoldBestAvailable: best-available holds of the 2 best adjacent
+// seats of one hot section (8,000 seats, 80 rows of 100, sold out by 4,000
+// holds), 8 in flight, as loadgen booking --best-available runs them,
+// with the PostgreSQL round trips and statements per hold.
+func BenchmarkHoldBestAvailable(b *testing.B) {
+	db, trips := countingPool(b, 8)
+	bb := setupWith(b, db, testenv.Redis(b))
+	const perEvent = 4_000
+	var events []string
+	for n := 0; n < b.N; n += perEvent {
+		ev, _ := bb.event(b, "B:80x100@3000")
+		events = append(events, ev)
+	}
+	passes := make([]string, b.N)
+	for i := range passes {
+		passes[i] = bb.desk.admit(events[i/perEvent], fmt.Sprintf("%sbest%d", bb.run, i))
+	}
+	var next atomic.Int64
+	ctx := context.Background()
+	best := bestInput{Section: "B", Quantity: 2, Adjacent: true}
+	trips.take()
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1) - 1
+			user := fmt.Sprintf("%sbest%d", bb.run, i)
+			_, err := bb.holds.HoldBest(ctx, holdInput{User: user, Event: events[i/perEvent], Pass: passes[i], Key: "k"}, best)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "holds/s")
+	n, statements := trips.take()
+	b.ReportMetric(float64(n)/float64(b.N), "roundtrips/hold")
+	b.ReportMetric(float64(statements)/float64(b.N), "statements/hold")
+}

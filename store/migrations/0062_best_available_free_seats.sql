@@ -1,0 +1,131 @@
+-- Best available reads only free seats. best_available_seats found the
+-- nearest row with a free seat by a scan of the section's key in order,
+-- which read every seat taken before it: on a section four fifths sold
+-- (6,400 of 8,000 seats) 2,200 buffers and 2.5 ms of a 3.5 ms pick, per
+-- hold, growing with the sale; then it read the free runs of four rows
+-- (a few hundred seats, 0.4 ms) where the nearest row's are nearly always
+-- enough. Its lookups that test status = 'AVAILABLE' now read seats_free,
+-- the free seats alone in the section's key order (the nearest row: 3
+-- buffers), and it reads the runs of one row at a time: the same order,
+-- best first.
+--
+-- The index's price: one whose predicate names status makes every change
+-- of a seat's status (a hold, a sale, a release) a new entry in each index
+-- of seats instead of an update in place on its page (HOT, migration
+-- 0055).
+CREATE INDEX seats_free ON seats (event_id, section_id, row_num, seat_num) WHERE status = 'AVAILABLE';
+
+CREATE OR REPLACE FUNCTION best_available_seats(p_event text, p_section text, p_quantity integer, p_adjacent boolean,
+	p_max_base bigint, OUT picked bigint[], OUT busy boolean) LANGUAGE plpgsql AS $$
+DECLARE
+	width integer;
+	first_row integer;
+	last_row integer;
+	from_row integer;
+	centred integer;
+	cand record;
+	run bigint[];
+	waited bigint[];
+	rounds integer := 0;
+BEGIN
+	busy := false;
+	LOOP
+		waited := NULL;
+		-- The nearest row with a fitting free seat, in the order of the
+		-- section's key.
+		SELECT s.row_num INTO first_row FROM seats s
+		WHERE s.event_id = p_event AND s.section_id = p_section AND s.status = 'AVAILABLE'
+		  AND (p_max_base IS NULL OR s.base_price <= p_max_base)
+		ORDER BY s.row_num, s.seat_num LIMIT 1;
+		IF first_row IS NULL THEN
+			RETURN; -- nothing free that fits: sold out for this request
+		END IF;
+		SELECT s.seat_num INTO width FROM seats s
+		WHERE s.event_id = p_event AND s.section_id = p_section AND s.row_num = first_row
+		ORDER BY s.seat_num DESC LIMIT 1;
+		IF p_adjacent THEN
+			-- The row's centred run, moved by less than the quantity so
+			-- that the seats left of it are a multiple of it.
+			centred := ((width - p_quantity) / 2 + p_quantity / 2) / p_quantity * p_quantity + 1;
+			SELECT s.row_num INTO last_row FROM seats s
+			WHERE s.event_id = p_event AND s.section_id = p_section
+			ORDER BY s.row_num DESC, s.seat_num DESC LIMIT 1;
+			-- One row at a time from the nearest (its free seats, read
+			-- from seats_free): buyers who find the best runs of that row
+			-- locked by others go on to the next, not to a wait.
+			from_row := first_row;
+			WHILE from_row <= last_row LOOP
+				FOR cand IN
+					WITH free AS (
+						SELECT s.row_num, s.seat_num,
+						       s.seat_num - row_number() OVER (PARTITION BY s.row_num ORDER BY s.seat_num) AS block
+						FROM seats s
+						WHERE s.event_id = p_event AND s.section_id = p_section AND s.status = 'AVAILABLE'
+						  AND s.row_num = from_row
+						  AND (p_max_base IS NULL OR s.base_price <= p_max_base)),
+					blocks AS (
+						SELECT row_num, min(seat_num) AS a, max(seat_num) AS b
+						FROM free GROUP BY row_num, block HAVING count(*) >= p_quantity),
+					runs AS (
+						SELECT row_num, a AS first FROM blocks
+						UNION SELECT row_num, b - p_quantity + 1 FROM blocks
+						UNION SELECT row_num, centred FROM blocks WHERE centred BETWEEN a AND b - p_quantity + 1)
+					SELECT row_num, first FROM runs
+					ORDER BY row_num, abs(2 * first + p_quantity - 1 - (width + 1)), first
+					LIMIT 64
+				LOOP
+					SELECT array_agg(s.id) INTO run FROM seats s
+					WHERE s.event_id = p_event AND s.section_id = p_section AND s.row_num = cand.row_num
+					  AND s.seat_num BETWEEN cand.first AND cand.first + p_quantity - 1;
+					picked := best_available_lock(run, p_quantity, false);
+					IF picked IS NOT NULL THEN
+						RETURN;
+					END IF;
+					waited := coalesce(waited, run);
+				END LOOP;
+				from_row := from_row + 1;
+			END LOOP;
+		ELSE
+			-- Any seats: the best free ones nobody has locked.
+			BEGIN
+				SELECT array_agg(id ORDER BY id) INTO picked FROM (
+					SELECT s.id FROM seats s
+					WHERE s.event_id = p_event AND s.section_id = p_section AND s.status = 'AVAILABLE'
+					  AND s.row_num >= first_row AND (p_max_base IS NULL OR s.base_price <= p_max_base)
+					ORDER BY s.row_num, abs(2 * s.seat_num - (width + 1)), s.seat_num
+					FOR UPDATE SKIP LOCKED LIMIT p_quantity) l;
+				IF cardinality(picked) = p_quantity THEN
+					RETURN;
+				END IF;
+				RAISE EXCEPTION USING ERRCODE = 'PBA01';
+			EXCEPTION WHEN SQLSTATE 'PBA01' THEN
+				picked := NULL;
+			END;
+			SELECT array_agg(id) INTO waited FROM (
+				SELECT s.id FROM seats s
+				WHERE s.event_id = p_event AND s.section_id = p_section AND s.status = 'AVAILABLE'
+				  AND s.row_num >= first_row AND (p_max_base IS NULL OR s.base_price <= p_max_base)
+				ORDER BY s.row_num, abs(2 * s.seat_num - (width + 1)), s.seat_num
+				LIMIT p_quantity) l;
+			IF cardinality(waited) IS DISTINCT FROM p_quantity THEN
+				waited := NULL;
+			END IF;
+		END IF;
+		IF waited IS NULL THEN
+			RETURN; -- nothing fits: sold out for this request
+		END IF;
+		rounds := rounds + 1;
+		IF rounds > 64 THEN
+			busy := true;
+			RETURN;
+		END IF;
+		-- Every fitting seat was locked by other buyers, who may take it or
+		-- let it go: wait for the best ones (lock_timeout bounds it),
+		-- holding nothing else, so this wait is in no deadlock.
+		picked := best_available_lock(waited, p_quantity, true);
+		IF picked IS NOT NULL THEN
+			RETURN;
+		END IF;
+	END LOOP;
+END
+$$;
