@@ -422,3 +422,24 @@ func TestBestAvailableConcurrentRetriesHoldOnce(t *testing.T) {
 	require.Len(t, b.liveItems(t, event), 2)
 	b.requireNoDoubleOwnership(t, event)
 }
+
+// A buyer whose own checkout is due is not refused: the statement reads
+// it and picks nothing, the checkout is ended (as the expiry worker would)
+// and the hold runs again. Not parallel: another test's expirer could end
+// the due checkout first (the hold would pass without this path).
+func TestBestAvailableEndsTheBuyersDueCheckout(t *testing.T) {
+	b := setup(t)
+	event, _ := b.event(t, "A:2x10@100")
+	best := bestInput{Section: "A", Quantity: 2, Adjacent: true}
+	status, first, err := b.holdBest(t, event, "due", "k1", best, "")
+	require.Equal(t, http.StatusCreated, status, "%v", err)
+	b.expireNow(t, first.ID)
+	status, second, err := b.holdBest(t, event, "due", "k2", best, "")
+	require.Equal(t, http.StatusCreated, status, "%v", err)
+	require.Equal(t, StatusExpired, b.status(t, first.ID))
+	requireAdjacent(t, second)
+	require.Equal(t, []int{5, 6}, []int{min(second.Items[0].Number, second.Items[1].Number), max(second.Items[0].Number, second.Items[1].Number)},
+		"the ended checkout's seats are free again: the centre of row 1")
+	require.Len(t, b.liveItems(t, event), 2)
+	b.requireNoDoubleOwnership(t, event)
+}
