@@ -124,10 +124,12 @@ func (h *holdsPlane) HoldBest(ctx context.Context, in holdInput, best bestInput)
 // pickAndWrite runs the hold's one statement (runBest) and answers what
 // it read when it wrote nothing. A user whose own checkout is due has it
 // ended first, in a transaction of its own, and the statement runs again
-// (rare: the expiry worker ends due holds every second).
+// (rare: the expiry worker ends due holds every second). So does a pick
+// that found every fitting run locked by others while it held half of one
+// (best_available_seats does not wait then), a few times.
 func (h *holdsPlane) pickAndWrite(ctx context.Context, in holdInput, best bestInput, fp []byte, resID string) ([]byte, *eventRow, []*released, *holdResult, error) {
 	var ended []*released
-	for {
+	for reruns := 0; ; {
 		body, v, err := h.runBest(ctx, in, best, fp, resID)
 		if err != nil {
 			return nil, nil, nil, nil, err
@@ -147,9 +149,17 @@ func (h *holdsPlane) pickAndWrite(ctx context.Context, in holdInput, best bestIn
 			}
 			continue
 		}
+		if v.busy && reruns < maxBusyReruns {
+			reruns++
+			continue
+		}
 		return nil, v.event, nil, nil, h.bestAnswer(in, best, fp, resID, v)
 	}
 }
+
+// maxBusyReruns bounds the statements of a best-available hold whose picks
+// found every fitting run locked by other buyers.
+const maxBusyReruns = 3
 
 // bestAnswer is the refusal of a best-available hold the statement did not
 // write, from what it read, in the order the two round trips met them:

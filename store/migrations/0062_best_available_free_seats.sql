@@ -7,7 +7,8 @@
 -- enough. Its lookups that test status = 'AVAILABLE' now read seats_free,
 -- the free seats alone in the section's key order (the nearest row: 3
 -- buffers), and it reads the runs of one row at a time: the same order,
--- best first.
+-- best first. It locks a run in the transaction itself, no longer in a
+-- subtransaction (below).
 --
 -- The index's price: one whose predicate names status makes every change
 -- of a seat's status (a hold, a sale, a release) a new entry in each index
@@ -26,6 +27,8 @@ DECLARE
 	cand record;
 	run bigint[];
 	waited bigint[];
+	got bigint[];
+	stray boolean := false;
 	rounds integer := 0;
 BEGIN
 	busy := false;
@@ -77,10 +80,21 @@ BEGIN
 					SELECT array_agg(s.id) INTO run FROM seats s
 					WHERE s.event_id = p_event AND s.section_id = p_section AND s.row_num = cand.row_num
 					  AND s.seat_num BETWEEN cand.first AND cand.first + p_quantity - 1;
-					picked := best_available_lock(run, p_quantity, false);
-					IF picked IS NOT NULL THEN
+					-- Locked by the transaction itself, not a subtransaction:
+					-- a seat a subtransaction locked and its parent then
+					-- updates gets a MultiXact for its deleter, and a scan
+					-- can then never tell the old version dead, so the
+					-- entries of taken seats stayed in seats_free until a
+					-- vacuum, and every pick read them again.
+					SELECT array_agg(id ORDER BY id) INTO got FROM (
+						SELECT id FROM seats WHERE id = ANY(run) AND status = 'AVAILABLE' ORDER BY id FOR UPDATE SKIP LOCKED) l;
+					IF cardinality(got) = p_quantity THEN
+						picked := got;
 						RETURN;
 					END IF;
+					-- Half of a run (another buyer's overlapping run holds the
+					-- rest) stays locked until the statement ends.
+					stray := stray OR got IS NOT NULL;
 					waited := coalesce(waited, run);
 				END LOOP;
 				from_row := from_row + 1;
@@ -113,6 +127,12 @@ BEGIN
 		END IF;
 		IF waited IS NULL THEN
 			RETURN; -- nothing fits: sold out for this request
+		END IF;
+		IF stray THEN
+			-- Waiting while holding half runs could close a cycle with
+			-- another waiter's: the caller runs the statement again.
+			busy := true;
+			RETURN;
 		END IF;
 		rounds := rounds + 1;
 		IF rounds > 64 THEN
