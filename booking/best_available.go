@@ -150,7 +150,11 @@ func (h *holdsPlane) pickAndWrite(ctx context.Context, in holdInput, best bestIn
 			continue
 		}
 		if v.busy && reruns < maxBusyReruns {
+			// The run's other buyer is about to commit or let it go.
 			reruns++
+			if !sleepCtx(ctx, refusal.Jitter(busyRerunWait)) {
+				return nil, nil, nil, nil, refusal.Busy(time.Second, "every fitting seat is being held by other buyers; retry")
+			}
 			continue
 		}
 		return nil, v.event, nil, nil, h.bestAnswer(in, best, fp, resID, v)
@@ -160,6 +164,22 @@ func (h *holdsPlane) pickAndWrite(ctx context.Context, in holdInput, best bestIn
 // maxBusyReruns bounds the statements of a best-available hold whose picks
 // found every fitting run locked by other buyers.
 const maxBusyReruns = 3
+
+// busyRerunWait is the middle of the wait before such a rerun: about one
+// hold's statement.
+const busyRerunWait = 10 * time.Millisecond
+
+// sleepCtx waits d, or less if ctx ends first (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // bestAnswer is the refusal of a best-available hold the statement did not
 // write, from what it read, in the order the two round trips met them:

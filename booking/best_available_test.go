@@ -443,3 +443,36 @@ func TestBestAvailableEndsTheBuyersDueCheckout(t *testing.T) {
 	require.Len(t, b.liveItems(t, event), 2)
 	b.requireNoDoubleOwnership(t, event)
 }
+
+// A buyer who could only half lock every fitting run (another transaction
+// holds the seat both runs share) does not wait holding the halves: it
+// runs its statement again a few times, then is told to retry (503), and
+// leaves no seat locked. Once the other lets go, the run is held.
+func TestBestAvailableHalfLockedRunsAreLetGo(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Booking) { c.LockTimeout, c.StatementTimeout = time.Minute, time.Minute })
+	event, seats := b.event(t, "A:1x3@100") // runs of 2: seats 1-2 and 2-3
+	ctx := context.Background()
+	other, err := b.db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }()
+	_, err = other.Exec(ctx, `SELECT id FROM seats WHERE id = $1 FOR UPDATE`, seats[1])
+	require.NoError(t, err)
+
+	best := bestInput{Section: "A", Quantity: 2, Adjacent: true}
+	start := time.Now()
+	status, _, err := b.holdBest(t, event, "half", "k", best, "")
+	require.Equal(t, http.StatusServiceUnavailable, status, "%v", err)
+	require.Less(t, time.Since(start), 5*time.Second, "it did not wait for the lock")
+	check, err := b.db.Begin(ctx)
+	require.NoError(t, err)
+	_, err = check.Exec(ctx, `SELECT id FROM seats WHERE id = ANY($1) FOR UPDATE NOWAIT`, []int64{seats[0], seats[2]})
+	require.NoError(t, err, "the halves were let go")
+	require.NoError(t, check.Rollback(ctx))
+
+	require.NoError(t, other.Rollback(ctx))
+	status, r, err := b.holdBest(t, event, "half", "k2", best, "")
+	require.Equal(t, http.StatusCreated, status, "%v", err)
+	require.Equal(t, []int64{seats[0], seats[1]}, []int64{r.Items[0].Seat, r.Items[1].Seat})
+	b.requireNoDoubleOwnership(t, event)
+}
