@@ -8,7 +8,8 @@
 -- the free seats alone in the section's key order (the nearest row: 3
 -- buffers), and it reads the runs of one row at a time: the same order,
 -- best first. It locks a run in the transaction itself, no longer in a
--- subtransaction (below).
+-- subtransaction (below), and reads the section's width and last row in
+-- one lookup.
 --
 -- The index's price: one whose predicate names status makes every change
 -- of a seat's status (a hold, a sale, a release) a new entry in each index
@@ -43,16 +44,15 @@ BEGIN
 		IF first_row IS NULL THEN
 			RETURN; -- nothing free that fits: sold out for this request
 		END IF;
-		SELECT s.seat_num INTO width FROM seats s
-		WHERE s.event_id = p_event AND s.section_id = p_section AND s.row_num = first_row
-		ORDER BY s.seat_num DESC LIMIT 1;
+		-- The last seat of the section: its row is the last, its number
+		-- every row's width (rows are uniform in a section).
+		SELECT s.row_num, s.seat_num INTO last_row, width FROM seats s
+		WHERE s.event_id = p_event AND s.section_id = p_section
+		ORDER BY s.row_num DESC, s.seat_num DESC LIMIT 1;
 		IF p_adjacent THEN
 			-- The row's centred run, moved by less than the quantity so
 			-- that the seats left of it are a multiple of it.
 			centred := ((width - p_quantity) / 2 + p_quantity / 2) / p_quantity * p_quantity + 1;
-			SELECT s.row_num INTO last_row FROM seats s
-			WHERE s.event_id = p_event AND s.section_id = p_section
-			ORDER BY s.row_num DESC, s.seat_num DESC LIMIT 1;
 			-- One row at a time from the nearest (its free seats, read
 			-- from seats_free): buyers who find the best runs of that row
 			-- locked by others go on to the next, not to a wait.
