@@ -26,6 +26,7 @@ import (
 	"github.com/presenced/presenced/booking"
 	"github.com/presenced/presenced/config"
 	"github.com/presenced/presenced/internal/auth"
+	"github.com/presenced/presenced/internal/gctune"
 	"github.com/presenced/presenced/internal/hub"
 	"github.com/presenced/presenced/payments"
 	"github.com/presenced/presenced/presence"
@@ -170,6 +171,13 @@ func (a *App) Start(ctx context.Context) error {
 	if err := a.startParts(ctx); err != nil {
 		return err
 	}
+	// The collector's tuner is the process's: opens of every kind of
+	// socket (presence, the waiting room's line, viewers) make a burst.
+	tuner := gctune.New(a.Config.Presence.HeapFloorBytes, a.Config.Presence.BurstHeapBytes, a.Server.Sockets, a.Log)
+	a.Go("gc-tuner", func(ctx context.Context) error {
+		tuner.Run(ctx)
+		return nil
+	})
 	if err := a.mountPages(); err != nil {
 		return err
 	}

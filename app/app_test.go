@@ -376,6 +376,10 @@ func TestGracefulShutdownClosesWebSockets(t *testing.T) {
 		require.NoError(t, err)
 	}
 	testenv.Eventually(t, 5*time.Second, func() bool { return a.Server.Sockets.Live() == clients }, "clients connected")
+	// The collector's tuner reads bursts from the sockets of every kind, and
+	// runs in a process without the presence gateway too.
+	require.EqualValues(t, clients, a.Server.Sockets.Opened())
+	require.Contains(t, a.runningLoops(), "gc-tuner")
 
 	start := time.Now()
 	cancel()

@@ -73,16 +73,19 @@ type Presence struct {
 	MaxOpening  int           `yaml:"max_opening"`
 	OpeningWait time.Duration `yaml:"opening_wait"`
 
-	// HeapFloorBytes lets a gateway's heap grow to this size before the
-	// garbage collector runs while its live heap is small (GOGC is raised
+	// HeapFloorBytes lets the process's heap (any process: the name is
+	// presence's because its gateway was the first to need it) grow to
+	// this size before the garbage collector runs while its live heap is
+	// small (GOGC is raised
 	// after each collection until the live heap passes half of it), so
 	// collections, whose mark phases showed in the fan-out latency tail,
 	// come several times less often. 0 turns it off; a GOGC set in the
 	// environment wins.
 	HeapFloorBytes int64 `yaml:"heap_floor_bytes"`
-	// BurstHeapBytes lets a gateway's heap grow this much past its live
-	// heap before a collection while connections open fast (a launch, or
-	// the clients of a restarted gateway coming back): a quarter of a
+	// BurstHeapBytes lets the process's heap grow this much past its live
+	// heap before a collection while connections of any kind open fast (a
+	// launch, a sale's line opening, or the clients of a restarted process
+	// coming back): a quarter of a
 	// connect burst's CPU went to collections. The garbage is collected
 	// and handed back when the burst is over. 0 turns it off; a GOGC set
 	// in the environment wins.

@@ -40,7 +40,6 @@ type gateway struct {
 
 	wg sync.WaitGroup // connection goroutines, waited for at shutdown
 
-	gc *gcTuner // told of every opened connection, to notice bursts
 	// subsNews counts the subscription changes announced by other
 	// gateways (and control resyncs, which may have lost some). A
 	// connection whose open saw none follows the subscriptions its session
@@ -57,7 +56,6 @@ func newGateway(m *Module) *gateway {
 	g := &gateway{
 		mod: m, cfg: m.cfg, f: m.f, m: m.m, idle: newIdleWheel(), behind: newBehindSet(),
 		jobs: make(chan job), opening: make(chan struct{}, openingSlots(m.cfg)), listening: make(chan struct{}),
-		gc:    newGCTuner(m.cfg.HeapFloorBytes, m.cfg.BurstHeapBytes, m.log),
 		pings: newPingBatch(m.st, m.log),
 	}
 	for i := 0; i < maxInFlight; i++ {

@@ -71,7 +71,6 @@ func (g *gateway) handle(c echo.Context) error {
 		g.wg.Done()
 		return nil
 	}
-	g.gc.opened()
 	cl.serve()
 	return nil
 }

@@ -79,10 +79,6 @@ func (m *Module) StartGateway(ctx context.Context, h module.Host) error {
 	m.gw = newGateway(m)
 	h.Routes().GET("/v1/presence/ws", m.gw.handle)
 	h.Go("presence.gateway", m.gw.run)
-	h.Go("presence.gc-tuner", func(ctx context.Context) error {
-		m.gw.gc.run(ctx)
-		return nil
-	})
 	return nil
 }
 

@@ -56,6 +56,7 @@ type Sockets struct {
 	live    map[drainer]struct{}
 	closing bool
 	allDone chan struct{} // closed when closing and live is empty
+	opened  atomic.Int64  // connections tracked since the start
 
 	open   *prometheus.GaugeVec
 	queued prometheus.Gauge
@@ -679,8 +680,13 @@ func (s *Sockets) track(d drainer) bool {
 		return false
 	}
 	s.live[d] = struct{}{}
+	s.opened.Add(1)
 	return true
 }
+
+// Opened is the number of connections opened since the process started,
+// of every kind: the garbage collector's tuner reads connect bursts from it.
+func (s *Sockets) Opened() int64 { return s.opened.Load() }
 
 func (s *Sockets) untrack(d drainer) {
 	s.mu.Lock()

@@ -1,4 +1,7 @@
-package presence
+// Package gctune keeps the garbage collector of a process that serves
+// sockets from marking its heap all the time: a heap floor while the live
+// heap is small, and headroom during a burst of connects.
+package gctune
 
 import (
 	"context"
@@ -12,9 +15,11 @@ import (
 	"time"
 )
 
-// A gateway's live heap is small for the garbage it makes: at 2,000
-// connections and 20,000 deliveries a second it holds about 20 MB and, with
-// GOGC=100, collected every second or two. On a gateway with one or two
+// A process serving sockets has a small live heap for the garbage it makes:
+// a presence gateway at 2,000 connections and 20,000 deliveries a second
+// holds about 20 MB and, with GOGC=100, collected every second or two, and
+// a waiting room taking 1,000 joins a second with 10,000 sockets held
+// collected every 1.3 s. On a gateway with one or two
 // CPUs each mark phase ran for 25-100 ms beside the fan-out (a fractional
 // worker sharing the processor, assists on the goroutines allocating), and
 // those windows were where the latency tail lay. The heap floor lets the
@@ -22,12 +27,14 @@ import (
 // live heap is small; once the live heap passes half the floor, GOGC is
 // back to 100 and memory per connection is what it would be without it.
 //
-// A connect burst (a launch, or every client of a restarted gateway coming
-// back) is the other time collections cost most: each connect allocates
-// about 70 KB it drops at once (handshake buffers, Redis commands of the
-// follow), while the live heap grows by the new connections, so a quarter
-// of the CPU went to marking a heap that is mostly the connections already
-// open. While connections open faster than burstOpensPerSecond, the heap
+// A connect burst (a launch, a sale opening its line, or every client of a
+// restarted process coming back) is the other time collections cost most:
+// a presence connect allocates about 70 KB it drops at once (handshake
+// buffers, Redis commands of the follow), while the live heap grows by the
+// new connections, so a quarter of the CPU went to marking a heap that is
+// mostly the connections already open. Opens of every kind count (the
+// process's sockets: presence, the waiting room, viewers' streams).
+// While connections open faster than burstOpensPerSecond, the heap
 // may grow by presence.burst_heap_bytes past the live heap before a
 // collection; when the burst is over GOGC is back to the floor's, and if
 // the burst was still raising it, one collection hands the burst's garbage
@@ -42,7 +49,7 @@ import (
 // live size rather than at the floor.
 const maxFloorPercent = 1000
 
-// A burst is on while at least burstOpensPerSecond connections opened in
+// A burst is on while connections open at burstOpensPerSecond or faster in
 // each burstWindow, and over after burstQuiet windows below it. A gateway's
 // usual connects come at its users' arrival rate, far below.
 const (
@@ -69,12 +76,17 @@ func headroomPercent(live, headroom uint64) int {
 	return int(min(headroom*100/live, maxFloorPercent))
 }
 
-// gcTuner keeps GOGC at what the heap floor and, during a connect burst,
-// the burst headroom allow.
-type gcTuner struct {
+// Opens counts the connections a process opened, since it started.
+type Opens interface {
+	Opened() int64
+}
+
+// Tuner keeps GOGC at what the heap floor and, during a connect burst, the
+// burst headroom allow.
+type Tuner struct {
 	floor, headroom uint64
+	opens           Opens
 	log             *slog.Logger
-	opens           atomic.Int64 // connections opened since the last window
 	burst           atomic.Bool
 
 	// mu orders the adjustments against each other and against the stop,
@@ -84,14 +96,13 @@ type gcTuner struct {
 	last    int
 }
 
-func newGCTuner(floor, headroom int64, log *slog.Logger) *gcTuner {
-	return &gcTuner{floor: uint64(max(floor, 0)), headroom: uint64(max(headroom, 0)), log: log, last: 100}
+// New makes a tuner for a heap floor and a burst headroom in bytes (0:
+// off), whose bursts are read from opens.
+func New(floor, headroom int64, opens Opens, log *slog.Logger) *Tuner {
+	return &Tuner{floor: uint64(max(floor, 0)), headroom: uint64(max(headroom, 0)), opens: opens, log: log, last: 100}
 }
 
-// opened counts a connection opened, for the burst detector.
-func (t *gcTuner) opened() { t.opens.Add(1) }
-
-func (t *gcTuner) percent(live uint64) int {
+func (t *Tuner) percent(live uint64) int {
 	p := floorPercent(live, t.floor)
 	if t.burst.Load() {
 		p = max(p, headroomPercent(live, t.headroom))
@@ -100,7 +111,7 @@ func (t *gcTuner) percent(live uint64) int {
 }
 
 // apply sets GOGC for the live heap the last collection found.
-func (t *gcTuner) apply() {
+func (t *Tuner) apply() {
 	sample := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	rtmetrics.Read(sample)
 	t.mu.Lock()
@@ -115,20 +126,20 @@ func (t *gcTuner) apply() {
 }
 
 // current is the GOGC the tuner last set.
-func (t *gcTuner) current() int {
+func (t *Tuner) current() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.last
 }
 
-// run tunes GOGC until ctx ends, then puts it back to 100. An operator's
+// Run tunes GOGC until ctx ends, then puts it back to 100. An operator's
 // own GOGC wins: with it set the tuner does nothing.
-func (t *gcTuner) run(ctx context.Context) {
+func (t *Tuner) Run(ctx context.Context) {
 	if t.floor == 0 && t.headroom == 0 {
 		return
 	}
 	if v, ok := os.LookupEnv("GOGC"); ok {
-		t.log.Info("presence: GOGC is set, presence.heap_floor_bytes and burst_heap_bytes are not applied", "GOGC", v)
+		t.log.Info("GOGC is set: presence.heap_floor_bytes and burst_heap_bytes are not applied", "GOGC", v)
 		return
 	}
 	var arm func()
@@ -159,18 +170,21 @@ func (t *gcTuner) run(ctx context.Context) {
 
 // watchBursts turns the burst headroom on and off from the rate of opened
 // connections until ctx ends.
-func (t *gcTuner) watchBursts(ctx context.Context) {
+func (t *Tuner) watchBursts(ctx context.Context) {
 	tick := time.NewTicker(burstWindow)
 	defer tick.Stop()
 	threshold := int64(burstOpensPerSecond * burstWindow / time.Second)
 	quiet := 0
+	seen := t.opens.Opened()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		fast := t.opens.Swap(0) >= threshold
+		now := t.opens.Opened()
+		fast := now-seen >= threshold
+		seen = now
 		switch {
 		case fast:
 			quiet = 0

@@ -1,10 +1,11 @@
-package presence
+package gctune
 
 import (
 	"context"
 	"os"
 	"runtime"
 	rtmetrics "runtime/metrics"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,9 +34,14 @@ func TestHeadroomPercentLetsTheHeapGrowByTheHeadroom(t *testing.T) {
 	require.Equal(t, 100, headroomPercent(10*mib, 0), "off")
 }
 
-// openFast calls tu.opened well past the burst rate until the returned
-// stop is called.
-func openFast(tu *gcTuner) (stop func()) {
+// counter is a process's count of opened connections.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) Opened() int64 { return c.n.Load() }
+
+// openFast opens well past the burst rate until the returned stop is
+// called.
+func openFast(c *counter) (stop func()) {
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -49,9 +55,7 @@ func openFast(tu *gcTuner) (stop func()) {
 			case <-tick.C:
 				// Past the burst rate even if only one tick a window
 				// comes through on a loaded machine.
-				for range 100 {
-					tu.opened()
-				}
+				c.n.Add(100)
 			}
 		}
 	}()
@@ -67,12 +71,12 @@ func forcedGCs() uint64 { return runtimeCount("/gc/cycles/forced:gc-cycles") }
 // back to the floor's (100 here: no floor), and one forced collection
 // hands the burst's garbage back.
 func TestConnectBurstRaisesGOGCUntilItIsOver(t *testing.T) {
-	tu, stopTuner := runTuner(t, 0, 4<<30)
+	tu, opens, stopTuner := runTuner(t, 0, 4<<30)
 	runtime.GC()
 	require.Equal(t, uint64(100), gogcNow(), "no burst yet")
 	forced := forcedGCs()
 
-	stopOpening := openFast(tu)
+	stopOpening := openFast(opens)
 	testenv.Eventually(t, 10*time.Second, func() bool { return gogcNow() > 100 }, "GOGC raised during the burst")
 	stopOpening()
 	testenv.Eventually(t, 10*time.Second, func() bool { return gogcNow() == 100 }, "GOGC back once opens stop")
@@ -86,9 +90,9 @@ func TestConnectBurstRaisesGOGCUntilItIsOver(t *testing.T) {
 // and its end forces no collection (one of a large heap stalled the
 // traffic after the burst).
 func TestBurstOnAHeapPastTheHeadroomForcesNoCollection(t *testing.T) {
-	tu, stopTuner := runTuner(t, 0, 1)
+	tu, opens, stopTuner := runTuner(t, 0, 1)
 	forced := forcedGCs()
-	stopOpening := openFast(tu)
+	stopOpening := openFast(opens)
 	testenv.Eventually(t, 10*time.Second, tu.burst.Load, "the burst noticed")
 	require.Equal(t, uint64(100), gogcNow(), "no headroom over this heap")
 	stopOpening()
@@ -101,9 +105,9 @@ func TestBurstOnAHeapPastTheHeadroomForcesNoCollection(t *testing.T) {
 
 // A few opens a second are a gateway's ordinary arrivals, not a burst.
 func TestSlowOpensAreNoBurst(t *testing.T) {
-	tu, stopTuner := runTuner(t, 0, 4<<30)
+	tu, opens, stopTuner := runTuner(t, 0, 4<<30)
 	for range 10 {
-		tu.opened()
+		opens.n.Add(1)
 		time.Sleep(50 * time.Millisecond)
 	}
 	require.False(t, tu.burst.Load(), "20 opens a second")
@@ -113,19 +117,20 @@ func TestSlowOpensAreNoBurst(t *testing.T) {
 
 // runTuner runs a tuner until the returned stop is called. Tests using it
 // are not parallel: GOGC is the process's.
-func runTuner(t *testing.T, floor, headroom int64) (tu *gcTuner, stop func()) {
+func runTuner(t *testing.T, floor, headroom int64) (tu *Tuner, opens *counter, stop func()) {
 	t.Helper()
 	if _, set := os.LookupEnv("GOGC"); set {
 		t.Skip("GOGC set in the environment: the tuner leaves it alone")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	tu = newGCTuner(floor, headroom, testenv.Logger())
+	opens = &counter{}
+	tu = New(floor, headroom, opens, testenv.Logger())
 	go func() {
 		defer close(done)
-		tu.run(ctx)
+		tu.Run(ctx)
 	}()
-	return tu, func() {
+	return tu, opens, func() {
 		cancel()
 		<-done
 	}
@@ -141,9 +146,9 @@ func runtimeCount(name string) uint64 {
 }
 
 // After a collection the floor raises GOGC for a small live heap, and puts
-// it back when the gateway stops.
+// it back when the process stops.
 func TestHeapFloorRaisesGOGCAfterACollection(t *testing.T) {
-	_, stopTuner := runTuner(t, 4<<30, 0)
+	_, _, stopTuner := runTuner(t, 4<<30, 0)
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		runtime.GC()
 		return gogcNow() > 100
