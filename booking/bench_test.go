@@ -29,28 +29,13 @@ func BenchmarkHoldUncontended(b *testing.B) {
 	for i := range passes {
 		passes[i] = bb.desk.admit(events[i/perEvent], fmt.Sprintf("%sbench%d", bb.run, i))
 	}
-	var next atomic.Int64
 	ctx := context.Background()
-	trips.take()        // the events' creation
-	b.SetParallelism(4) // 8 holds in flight on 2 CPUs: enough to show contention
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			i := next.Add(1) - 1
-			ev, seat := events[i/perEvent], seats[i/perEvent][i%perEvent]
-			user := fmt.Sprintf("%sbench%d", bb.run, i)
-			_, err := bb.holds.Hold(ctx, holdInput{User: user, Event: ev, Pass: passes[i], Key: "k", Seats: []int64{seat}})
-			if err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	runHolds(b, trips, func(i int64) error {
+		ev, seat := events[i/perEvent], seats[i/perEvent][i%perEvent]
+		user := fmt.Sprintf("%sbench%d", bb.run, i)
+		_, err := bb.holds.Hold(ctx, holdInput{User: user, Event: ev, Pass: passes[i], Key: "k", Seats: []int64{seat}})
+		return err
 	})
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "holds/s")
-	n, statements := trips.take()
-	b.ReportMetric(float64(n)/float64(b.N), "roundtrips/hold")
-	b.ReportMetric(float64(statements)/float64(b.N), "statements/hold")
 }
 
 // BenchmarkHoldBestAvailable: best-available holds of the 2 best adjacent
@@ -70,18 +55,26 @@ func BenchmarkHoldBestAvailable(b *testing.B) {
 	for i := range passes {
 		passes[i] = bb.desk.admit(events[i/perEvent], fmt.Sprintf("%sbest%d", bb.run, i))
 	}
-	var next atomic.Int64
 	ctx := context.Background()
 	best := bestInput{Section: "B", Quantity: 2, Adjacent: true}
-	trips.take()
+	runHolds(b, trips, func(i int64) error {
+		user := fmt.Sprintf("%sbest%d", bb.run, i)
+		_, err := bb.holds.HoldBest(ctx, holdInput{User: user, Event: events[i/perEvent], Pass: passes[i], Key: "k"}, best)
+		return err
+	})
+}
+
+// runHolds times b.N holds, 8 in flight on 2 CPUs (enough to show
+// contention), hold(i) making the i-th, and reports holds a second and the
+// PostgreSQL round trips and statements per hold.
+func runHolds(b *testing.B, trips *tripCounter, hold func(i int64) error) {
+	var next atomic.Int64
+	trips.take() // the events' creation
 	b.SetParallelism(4)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			i := next.Add(1) - 1
-			user := fmt.Sprintf("%sbest%d", bb.run, i)
-			_, err := bb.holds.HoldBest(ctx, holdInput{User: user, Event: events[i/perEvent], Pass: passes[i], Key: "k"}, best)
-			if err != nil {
+			if err := hold(next.Add(1) - 1); err != nil {
 				b.Error(err)
 				return
 			}

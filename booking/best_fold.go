@@ -120,64 +120,32 @@ type bestSeat struct {
 
 // scanBest reads bestAloneSQL's row: the body when it wrote, else the view.
 func scanBest(row pgx.Row, section string) ([]byte, *bestView, error) {
-	var counts [8]int64
-	var ok bool
-	var body []byte
-	var col struct {
-		currency          *string
-		startsAt, now     *time.Time
-		holdMinutes       *int
-		open              *bool
-		pendingID         *string
-		pendingDue        *bool
-		storedFP          []byte
-		storedStatus      *int
-		storedBody        []byte
-		discount, maxUses *int64
-		used              *int64
-		expired           *bool
-		seatCount, taken  *int64
-		busy              *bool
-		seatsJSON         []byte
-	}
-	err := row.Scan(&counts[0], &counts[1], &counts[2], &counts[3], &counts[4], &counts[5], &counts[6], &counts[7],
-		&ok, &body, &col.currency, &col.startsAt, &col.holdMinutes, &col.now, &col.open, &col.pendingID, &col.pendingDue,
-		&col.storedFP, &col.storedStatus, &col.storedBody, &col.discount, &col.maxUses, &col.used, &col.expired,
-		&col.seatCount, &col.taken, &col.busy, &col.seatsJSON)
-	if err != nil {
+	var r aloneRow
+	var seatCount, taken *int64
+	var busy *bool
+	var seatsJSON []byte
+	if err := row.Scan(r.dest(&seatCount, &taken, &busy, &seatsJSON)...); err != nil {
 		return nil, nil, err
 	}
 	v := &bestView{}
-	if col.currency != nil {
-		v.event = &eventRow{currency: *col.currency, startsAt: *col.startsAt, holdMinutes: *col.holdMinutes, now: *col.now}
-		v.open = *col.open
-		if col.pendingID != nil {
-			v.pendingID, v.pendingDue = *col.pendingID, *col.pendingDue
-		}
+	r.fill(&v.holdView)
+	if r.ok {
+		return r.body, v, nil
 	}
-	if ok {
-		return body, v, nil
-	}
-	if col.storedStatus != nil {
-		v.stored = &storedAnswer{fingerprint: col.storedFP, result: holdResult{Status: *col.storedStatus, Body: col.storedBody}}
-	}
-	if col.discount != nil {
-		v.promo = &promotionRow{discountBps: *col.discount, maxUses: int(*col.maxUses), used: int(*col.used), expired: *col.expired}
-	}
-	if col.seatCount != nil {
+	if seatCount != nil {
 		v.sectionFound = true
-		v.free = max(*col.seatCount-*col.taken, 0)
+		v.free = max(*seatCount-*taken, 0)
 	}
-	v.busy = col.busy != nil && *col.busy
+	v.busy = busy != nil && *busy
 	var seats []bestSeat
-	if len(col.seatsJSON) > 0 {
-		if err := json.Unmarshal(col.seatsJSON, &seats); err != nil {
+	if len(seatsJSON) > 0 {
+		if err := json.Unmarshal(seatsJSON, &seats); err != nil {
 			return nil, nil, err
 		}
 	}
 	for _, s := range seats {
 		v.seats = append(v.seats, seatRow{id: s.ID, ofEvent: true, section: section, row: s.Row, num: s.Num,
-			status: SeatAvailable, basePrice: s.BasePrice, sectionSeats: *col.seatCount, sectionTaken: *col.taken})
+			status: SeatAvailable, basePrice: s.BasePrice, sectionSeats: *seatCount, sectionTaken: *taken})
 	}
 	return nil, v, nil
 }

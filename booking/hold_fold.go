@@ -232,52 +232,70 @@ func (h *holdsPlane) runAlone(ctx context.Context, in holdInput, seats []int64, 
 	return body, view, nil
 }
 
+// aloneRow is what both one-statement holds (holdAloneSQL, bestAloneSQL)
+// return first: the counts of what they wrote, whether they wrote, the
+// body, and what they read of the event, the key and the promotion.
+type aloneRow struct {
+	counts            [8]int64
+	ok                bool
+	body              []byte
+	currency          *string
+	startsAt, now     *time.Time
+	holdMinutes       *int
+	open              *bool
+	pendingID         *string
+	pendingDue        *bool
+	storedFP          []byte
+	storedStatus      *int
+	storedBody        []byte
+	discount, maxUses *int64
+	used              *int64
+	expired           *bool
+}
+
+// dest is where a row's columns are scanned: the shared ones, then more.
+func (r *aloneRow) dest(more ...any) []any {
+	d := make([]any, 0, 24+len(more))
+	for i := range r.counts {
+		d = append(d, &r.counts[i])
+	}
+	d = append(d, &r.ok, &r.body, &r.currency, &r.startsAt, &r.holdMinutes, &r.now, &r.open, &r.pendingID,
+		&r.pendingDue, &r.storedFP, &r.storedStatus, &r.storedBody, &r.discount, &r.maxUses, &r.used, &r.expired)
+	return append(d, more...)
+}
+
+// fill puts what the statement read into v.
+func (r *aloneRow) fill(v *holdView) {
+	if r.currency != nil {
+		v.event = &eventRow{currency: *r.currency, startsAt: *r.startsAt, holdMinutes: *r.holdMinutes, now: *r.now}
+		v.open = *r.open
+		if r.pendingID != nil {
+			v.pendingID, v.pendingDue = *r.pendingID, *r.pendingDue
+		}
+	}
+	if r.storedStatus != nil {
+		v.stored = &storedAnswer{fingerprint: r.storedFP, result: holdResult{Status: *r.storedStatus, Body: r.storedBody}}
+	}
+	if r.discount != nil {
+		v.promo = &promotionRow{discountBps: *r.discount, maxUses: int(*r.maxUses), used: int(*r.used), expired: *r.expired}
+	}
+}
+
 // scanAlone reads holdAloneSQL's row: the body when it wrote, else the view.
 func scanAlone(row pgx.Row) ([]byte, *holdView, error) {
-	var counts [8]int64
-	var ok bool
-	var body []byte
-	var col struct {
-		currency          *string
-		startsAt, now     *time.Time
-		holdMinutes       *int
-		open              *bool
-		pendingID         *string
-		pendingDue        *bool
-		storedFP          []byte
-		storedStatus      *int
-		storedBody        []byte
-		discount, maxUses *int64
-		used              *int64
-		expired           *bool
-		seatsJSON         []byte
-	}
-	err := row.Scan(&counts[0], &counts[1], &counts[2], &counts[3], &counts[4], &counts[5], &counts[6], &counts[7],
-		&ok, &body, &col.currency, &col.startsAt, &col.holdMinutes, &col.now, &col.open, &col.pendingID, &col.pendingDue,
-		&col.storedFP, &col.storedStatus, &col.storedBody, &col.discount, &col.maxUses, &col.used, &col.expired, &col.seatsJSON)
-	if err != nil {
+	var r aloneRow
+	var seatsJSON []byte
+	if err := row.Scan(r.dest(&seatsJSON)...); err != nil {
 		return nil, nil, err
 	}
 	v := &holdView{}
-	if col.currency != nil {
-		v.event = &eventRow{currency: *col.currency, startsAt: *col.startsAt, holdMinutes: *col.holdMinutes, now: *col.now}
-		v.open = *col.open
-		if col.pendingID != nil {
-			v.pendingID, v.pendingDue = *col.pendingID, *col.pendingDue
-		}
-	}
-	if ok {
-		return body, v, nil
-	}
-	if col.storedStatus != nil {
-		v.stored = &storedAnswer{fingerprint: col.storedFP, result: holdResult{Status: *col.storedStatus, Body: col.storedBody}}
-	}
-	if col.discount != nil {
-		v.promo = &promotionRow{discountBps: *col.discount, maxUses: int(*col.maxUses), used: int(*col.used), expired: *col.expired}
+	r.fill(v)
+	if r.ok {
+		return r.body, v, nil
 	}
 	var rows []aloneSeat
-	if len(col.seatsJSON) > 0 {
-		if err := json.Unmarshal(col.seatsJSON, &rows); err != nil {
+	if len(seatsJSON) > 0 {
+		if err := json.Unmarshal(seatsJSON, &rows); err != nil {
 			return nil, nil, err
 		}
 	}
