@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net/http"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -87,25 +86,14 @@ func (h *holdsPlane) runBest(ctx context.Context, in holdInput, best bestInput, 
 	if best.MaxPrice > 0 {
 		maxPrice = &best.MaxPrice
 	}
-	b := &pgx.Batch{}
-	b.Queue(setHoldTimeouts, itoa(h.cfg.LockTimeout.Milliseconds()), itoa(h.cfg.StatementTimeout.Milliseconds()))
-	b.Queue(bestAloneSQL, in.User, opHold, in.Key, fp, http.StatusCreated, resID, in.Event, best.Section, promo,
+	var body []byte
+	var view *bestView
+	err := h.runStatement(ctx, func(row pgx.Row) (err error) {
+		body, view, err = scanBest(row, best.Section)
+		return err
+	}, bestAloneSQL, in.User, opHold, in.Key, fp, http.StatusCreated, resID, in.Event, best.Section, promo,
 		int32(rand.IntN(occupancyShards)), KindInventoryChanged, int32(best.Quantity), best.Adjacent, maxPrice)
-	start := time.Now()
-	res := h.db.SendBatch(ctx, b)
-	defer res.Close()
-	if _, err := res.Exec(); err != nil {
-		return nil, nil, writeError(err)
-	}
-	body, view, err := scanBest(res.QueryRow(), best.Section)
-	if err != nil {
-		return nil, nil, writeError(err)
-	}
-	if err := res.Close(); err != nil {
-		return nil, nil, writeError(err)
-	}
-	h.m.lockWait.Observe(time.Since(start).Seconds())
-	return body, view, nil
+	return body, view, err
 }
 
 // bestSeat is a picked seat as bestAloneSQL returns it when it wrote

@@ -211,25 +211,36 @@ func (h *holdsPlane) runAlone(ctx context.Context, in holdInput, seats []int64, 
 	if in.PromoCode != "" {
 		promo = &in.PromoCode
 	}
+	var body []byte
+	var view *holdView
+	err := h.runStatement(ctx, func(row pgx.Row) (err error) {
+		body, view, err = scanAlone(row)
+		return err
+	}, holdAloneSQL, in.User, opHold, in.Key, fp, http.StatusCreated, resID, in.Event, seats, promo,
+		int32(rand.IntN(occupancyShards)), KindInventoryChanged)
+	return body, view, err
+}
+
+// runStatement sends the hold's timeouts and one statement in one
+// pipelined batch, one implicit transaction, and scans its one row.
+func (h *holdsPlane) runStatement(ctx context.Context, scan func(pgx.Row) error, sql string, args ...any) error {
 	b := &pgx.Batch{}
 	b.Queue(setHoldTimeouts, itoa(h.cfg.LockTimeout.Milliseconds()), itoa(h.cfg.StatementTimeout.Milliseconds()))
-	b.Queue(holdAloneSQL, in.User, opHold, in.Key, fp, http.StatusCreated, resID, in.Event, seats, promo,
-		int32(rand.IntN(occupancyShards)), KindInventoryChanged)
+	b.Queue(sql, args...)
 	start := time.Now()
 	res := h.db.SendBatch(ctx, b)
 	defer res.Close()
 	if _, err := res.Exec(); err != nil {
-		return nil, nil, writeError(err)
+		return writeError(err)
 	}
-	body, view, err := scanAlone(res.QueryRow())
-	if err != nil {
-		return nil, nil, writeError(err)
+	if err := scan(res.QueryRow()); err != nil {
+		return writeError(err)
 	}
 	if err := res.Close(); err != nil {
-		return nil, nil, writeError(err)
+		return writeError(err)
 	}
 	h.m.lockWait.Observe(time.Since(start).Seconds())
-	return body, view, nil
+	return nil
 }
 
 // aloneRow is what both one-statement holds (holdAloneSQL, bestAloneSQL)
