@@ -55,14 +55,7 @@ seat AS (
 	UPDATE seats s SET status = 'HELD', reservation_id = $6::uuid, version = s.version + 1
 	FROM seat WHERE s.id = seat.id AND (SELECT ok FROM verdict) RETURNING 1),
 ` + aloneRest + `
-SELECT (SELECT count(*) FROM answer), (SELECT count(*) FROM reservation), (SELECT count(*) FROM held),
-       (SELECT count(*) FROM items), (SELECT count(*) FROM promotion), (SELECT count(*) FROM promotion_use),
-       (SELECT count(*) FROM counters), (SELECT count(*) FROM events),
-       v.ok, (SELECT response FROM body),
-       ev.currency, ev.starts_at, ev.hold_minutes, ev.now, ev.open, ev.pending_id, ev.pending_due,
-       st.fingerprint, st.status_code, st.response,
-       p.discount_bps, p.max_uses, p.used, p.expired,
-       sec.seat_count, sec.taken, pk.busy,
+SELECT ` + aloneColumns + `       sec.seat_count, sec.taken, pk.busy,
        CASE WHEN NOT v.ok THEN (SELECT json_agg(json_build_object('id', id, 'section', section_id,
            'row', row_num, 'num', seat_num, 'basePrice', base_price) ORDER BY id) FROM seat) END
 FROM verdict v

@@ -155,14 +155,7 @@ held AS (
 	FROM wanted, all_locked WHERE s.id = wanted.id AND all_locked.ok RETURNING 1),
 `
 	namedSelect = `
-SELECT (SELECT count(*) FROM answer), (SELECT count(*) FROM reservation), (SELECT count(*) FROM held),
-       (SELECT count(*) FROM items), (SELECT count(*) FROM promotion), (SELECT count(*) FROM promotion_use),
-       (SELECT count(*) FROM counters), (SELECT count(*) FROM events),
-       v.ok, (SELECT response FROM body),
-       ev.currency, ev.starts_at, ev.hold_minutes, ev.now, ev.open, ev.pending_id, ev.pending_due,
-       st.fingerprint, st.status_code, st.response,
-       p.discount_bps, p.max_uses, p.used, p.expired,
-       CASE WHEN NOT v.ok THEN (SELECT json_agg(json_build_object('id', id, 'ofEvent', of_event, 'section', section_id,
+SELECT ` + aloneColumns + `       CASE WHEN NOT v.ok THEN (SELECT json_agg(json_build_object('id', id, 'ofEvent', of_event, 'section', section_id,
            'row', row_num, 'num', seat_num, 'status', status, 'basePrice', base_price, 'expiredHolder', expired_holder,
            'sectionSeats', section_seats, 'sectionTaken', section_taken,
            'holder', (SELECT CASE WHEN r.status = 'PENDING_PAYMENT' AND r.expires_at > clock_timestamp()
@@ -242,6 +235,17 @@ func (h *holdsPlane) runStatement(ctx context.Context, scan func(pgx.Row) error,
 	h.m.lockWait.Observe(time.Since(start).Seconds())
 	return nil
 }
+
+// aloneColumns are the first columns of both one-statement holds' row,
+// in aloneRow's order (aloneRow.dest).
+const aloneColumns = `(SELECT count(*) FROM answer), (SELECT count(*) FROM reservation), (SELECT count(*) FROM held),
+       (SELECT count(*) FROM items), (SELECT count(*) FROM promotion), (SELECT count(*) FROM promotion_use),
+       (SELECT count(*) FROM counters), (SELECT count(*) FROM events),
+       v.ok, (SELECT response FROM body),
+       ev.currency, ev.starts_at, ev.hold_minutes, ev.now, ev.open, ev.pending_id, ev.pending_due,
+       st.fingerprint, st.status_code, st.response,
+       p.discount_bps, p.max_uses, p.used, p.expired,
+`
 
 // aloneRow is what both one-statement holds (holdAloneSQL, bestAloneSQL)
 // return first: the counts of what they wrote, whether they wrote, the
