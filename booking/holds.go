@@ -321,16 +321,10 @@ func (h *holdsPlane) gates(ctx context.Context, in holdInput, seats []int64, res
 
 // lookupStored reads the stored answer of the request's key, if any.
 func (h *holdsPlane) lookupStored(ctx context.Context, in holdInput) (storedAnswer, bool, error) {
-	return lookupStoredAnswer(ctx, h.db, h.cfg.StatementTimeout, in.User, in.Key)
-}
-
-// lookupStoredAnswer reads the stored answer of a user's hold key (event
-// and stay holds share the key space), if any.
-func lookupStoredAnswer(ctx context.Context, db *pgxpool.Pool, timeout time.Duration, user, key string) (storedAnswer, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout)
 	defer cancel()
 	var st storedAnswer
-	err := db.QueryRow(ctx, selectStored, user, opHold, key).Scan(&st.fingerprint, &st.result.Status, &st.result.Body)
+	err := h.db.QueryRow(ctx, selectStored, in.User, opHold, in.Key).Scan(&st.fingerprint, &st.result.Status, &st.result.Body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, false, nil
 	}
@@ -338,33 +332,26 @@ func lookupStoredAnswer(ctx context.Context, db *pgxpool.Pool, timeout time.Dura
 }
 
 // refuseUnlessStored answers a refusal met before PostgreSQL (the rate,
-// the admission lease, another buyer's hint): an identical request that
-// committed under the key gets its stored answer instead, since a retry of
-// a timed-out 201 must not be told 403, 409 or 429. When PostgreSQL cannot
-// say whether one committed, the answer is a 503, never the refusal: the
-// hold may be committed, and the buyer would give up seats they own.
-// The key's answer is keyed by user, so it tells nobody else anything; a
-// different request under the key is not replayed: the refusal stands.
-func refuseUnlessStored(ctx context.Context, db *pgxpool.Pool, timeout time.Duration, in holdInput, fp []byte, refused error) (holdResult, error) {
-	st, found, err := lookupStoredAnswer(ctx, db, timeout, in.User, in.Key)
+// the admission lease, another buyer's hint) of an event or a stay hold
+// (they share the key space): an identical request that committed under
+// the key gets its stored answer instead, since a retry of a timed-out 201
+// must not be told 403, 409 or 429. When PostgreSQL cannot say whether
+// one committed, the answer is a 503, never the refusal: the hold may be
+// committed, and the buyer would give up seats they own. The key's answer
+// is keyed by user, so it tells nobody else anything; a different request
+// under the key is not replayed: the refusal stands.
+func (h *holdsPlane) refuseUnlessStored(ctx context.Context, in holdInput, fp []byte, refused error) (holdResult, error) {
+	st, found, err := h.lookupStored(ctx, in)
 	switch {
 	case err != nil:
 		return holdResult{}, storeError("read idempotency key", err)
 	case !found || string(st.fingerprint) != string(fp):
 		return holdResult{}, refused
 	}
+	h.m.idempotentHits.Inc()
 	r := st.result
 	r.Replayed = true
 	return r, nil
-}
-
-// refuseUnlessStored is the package function with the plane's store.
-func (h *holdsPlane) refuseUnlessStored(ctx context.Context, in holdInput, fp []byte, refused error) (holdResult, error) {
-	r, err := refuseUnlessStored(ctx, h.db, h.cfg.StatementTimeout, in, fp, refused)
-	if r.Replayed {
-		h.m.idempotentHits.Inc()
-	}
-	return r, err
 }
 
 // checkIdempotencyKey refuses a missing key, and one that is not printable

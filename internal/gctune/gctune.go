@@ -19,7 +19,7 @@ import (
 // a presence gateway at 2,000 connections and 20,000 deliveries a second
 // holds about 20 MB and, with GOGC=100, collected every second or two, and
 // a waiting room taking 1,000 joins a second with 10,000 sockets held
-// collected every 1.3 s. On a gateway with one or two
+// collected every 1.3 s. On a process with one or two
 // CPUs each mark phase ran for 25-100 ms beside the fan-out (a fractional
 // worker sharing the processor, assists on the goroutines allocating), and
 // those windows were where the latency tail lay. The heap floor lets the
@@ -50,7 +50,7 @@ import (
 const maxFloorPercent = 1000
 
 // A burst is on while connections open at burstOpensPerSecond or faster in
-// each burstWindow, and over after burstQuiet windows below it. A gateway's
+// each burstWindow, and over after burstQuiet windows below it. A process's
 // usual connects come at its users' arrival rate, far below.
 const (
 	burstOpensPerSecond = 200
