@@ -121,7 +121,7 @@ func (h *holdsPlane) HoldBest(ctx context.Context, in holdInput, best bestInput)
 	return holdResult{Status: http.StatusCreated, Body: body}, nil
 }
 
-// pickAndWrite runs the hold's one statement (runBest) and answers what
+// pickAndWrite runs the hold's one statement (bestWriters) and answers what
 // it read when it wrote nothing. A user whose own checkout is due has it
 // ended first, in a transaction of its own, and the statement runs again
 // (rare: the expiry worker ends due holds every second). So does a pick
@@ -130,17 +130,19 @@ func (h *holdsPlane) HoldBest(ctx context.Context, in holdInput, best bestInput)
 func (h *holdsPlane) pickAndWrite(ctx context.Context, in holdInput, best bestInput, fp []byte, resID string) ([]byte, *eventRow, []*released, *holdResult, error) {
 	var ended []*released
 	for reruns := 0; ; {
-		body, v, err := h.runBest(ctx, in, best, fp, resID)
-		if err != nil {
+		c := &bestCall{in: in, best: best, fp: fp, resID: resID}
+		if err := h.bests.hold(ctx, c); err != nil {
 			return nil, nil, nil, nil, err
 		}
-		if body != nil {
-			return body, v.event, ended, nil, nil
+		v := c.view
+		if c.body != nil {
+			return c.body, v.event, ended, nil, nil
 		}
 		if replay, err, done := v.saleRefusal(fp); done {
 			return nil, v.event, nil, replay, err
 		}
 		if v.pendingID != "" && v.pendingDue && ended == nil {
+			var err error
 			if ended, err = h.endOwnCheckout(ctx, v.pendingID); err != nil {
 				return nil, nil, nil, nil, err
 			}

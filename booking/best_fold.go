@@ -68,25 +68,27 @@ LEFT JOIN pick pk ON true`
 // runBest sends the timeouts and bestAloneSQL in one pipelined batch. It
 // returns the 201's body when the statement wrote the hold, or what it
 // read when it did not.
-func (h *holdsPlane) runBest(ctx context.Context, in holdInput, best bestInput, fp []byte, resID string) ([]byte, *bestView, error) {
+func (h *holdsPlane) runBest(ctx context.Context, c *bestCall) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*(h.cfg.StatementTimeout+h.cfg.LockTimeout))
 	defer cancel()
+	return h.runStatement(ctx, func(row pgx.Row) (err error) {
+		c.body, c.view, err = scanBest(row, c.best.Section)
+		return err
+	}, bestAloneSQL, c.args(int32(rand.IntN(occupancyShards)))...)
+}
+
+// args are bestAloneSQL's parameters for c, its section counter on shard.
+func (c *bestCall) args(shard int32) []any {
 	var promo *string
-	if in.PromoCode != "" {
-		promo = &in.PromoCode
+	if c.in.PromoCode != "" {
+		promo = &c.in.PromoCode
 	}
 	var maxPrice *int64
-	if best.MaxPrice > 0 {
-		maxPrice = &best.MaxPrice
+	if c.best.MaxPrice > 0 {
+		maxPrice = &c.best.MaxPrice
 	}
-	var body []byte
-	var view *bestView
-	err := h.runStatement(ctx, func(row pgx.Row) (err error) {
-		body, view, err = scanBest(row, best.Section)
-		return err
-	}, bestAloneSQL, in.User, opHold, in.Key, fp, http.StatusCreated, resID, in.Event, best.Section, promo,
-		int32(rand.IntN(occupancyShards)), KindInventoryChanged, int32(best.Quantity), best.Adjacent, maxPrice)
-	return body, view, err
+	return []any{c.in.User, opHold, c.in.Key, c.fp, http.StatusCreated, c.resID, c.in.Event, c.best.Section, promo,
+		shard, KindInventoryChanged, int32(c.best.Quantity), c.best.Adjacent, maxPrice}
 }
 
 // bestSeat is a picked seat as bestAloneSQL returns it when it wrote

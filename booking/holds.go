@@ -33,6 +33,7 @@ type holdsPlane struct {
 	leases    *admission.Leases
 	readers   *holdReaders
 	writers   *holdWriters
+	bests     *bestWriters
 	holdTimes holdTimes
 	cfg       config.Booking
 	m         *metrics
@@ -61,6 +62,7 @@ func newHolds(d holdsDeps) (*holdsPlane, error) {
 		scripts: newHoldScripts(), admission: d.Admission, leases: d.Leases, cfg: d.Config, m: d.Metrics, log: d.Log}
 	h.readers = newHoldReaders(h, d.Config.HoldReaders)
 	h.writers = newHoldWriters(h, d.Config.HoldWriters)
+	h.bests = newBestWriters(h, d.Config.HoldWriters)
 	return h, nil
 }
 

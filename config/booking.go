@@ -19,6 +19,7 @@ type Booking struct {
 	// with PostgreSQL and Redis); raise it where holds wait on the
 	// commit's flush with cores idle, or where a hold's seat lock is
 	// often contended, as a lock wait holds up the writes queued behind it.
+	// Best-available holds have as many slots of their own.
 	HoldWriters int `yaml:"hold_writers"`
 	// HoldReaders is how many hold reads (the first round trip) one
 	// process runs at a time; reads arriving while all are busy go
