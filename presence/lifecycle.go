@@ -73,7 +73,7 @@ func runAll(ctx context.Context, loops []func(context.Context) error) error {
 // applyPings moves a batch of pings of one shard into its deadline index.
 func (m *Module) applyPings(ctx context.Context, c *consumer, shard int, msgs []redis.XMessage) []string {
 	sk := m.keys.shard(shard)
-	args := make([]any, 0, len(msgs)*4)
+	args := make([]any, 0, len(msgs)*4) // an entry is 3 arguments and its members
 	ids := make([]string, 0, len(msgs))
 	for _, msg := range msgs {
 		// "m" names one session, or (a gateway's batch of plain pings)
@@ -88,8 +88,9 @@ func (m *Module) applyPings(ctx context.Context, c *consumer, shard int, msgs []
 			}
 			continue
 		}
+		args = append(args, kind, pos/1000+ttl, len(mems))
 		for _, mem := range mems {
-			args = append(args, mem, pos, ttl, kind)
+			args = append(args, mem)
 		}
 		ids = append(ids, msg.ID)
 	}

@@ -336,6 +336,41 @@ func TestAPingRecordsASessionTheIndexLost(t *testing.T) {
 	require.Zero(t, n)
 }
 
+// An entry of a gateway's batch applies to each of its members as a ping
+// of that member alone would: a live session's deadline moves later (never
+// earlier), a session the live index lost is recorded again, and a closed
+// one stays closed; a close entry of several members closes each.
+func TestAnEntryOfManyPingsAppliesToEachMemberAsAlone(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
+	ctx := context.Background()
+	sk := m.keys.shard(0)
+	c := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
+	now := time.Now().UnixMilli()
+	require.NoError(t, rdb.ZAdd(ctx, sk.deadlines, redis.Z{Score: float64(now + 1000), Member: "live:u"},
+		redis.Z{Score: float64(now + 600000), Member: "later:u"}).Err())
+	require.NoError(t, rdb.ZAdd(ctx, sk.closing, redis.Z{Score: float64(now + 500), Member: "closed:u"}).Err())
+	entry := func(ms int64, kind, mems string) redis.XMessage {
+		return redis.XMessage{ID: fmt.Sprintf("%d-0", ms), Values: map[string]any{"m": mems, "t": "60000", "k": kind}}
+	}
+	ids := m.applyPings(ctx, c, 0, []redis.XMessage{
+		entry(now, "p", "live:u lost:u closed:u later:u"),
+		entry(now+1, "c", "gone1:u gone2:u"),
+	})
+	require.Len(t, ids, 2)
+	scores := func(key string, mems ...string) []float64 {
+		got, err := rdb.ZMScore(ctx, key, mems...).Result()
+		require.NoError(t, err)
+		return got
+	}
+	require.Equal(t, []float64{float64(now + 60000), float64(now + 60000), 0, float64(now + 600000)},
+		scores(sk.deadlines, "live:u", "lost:u", "closed:u", "later:u"), "moved, recorded again, still closed, never earlier")
+	require.Equal(t, []float64{float64(now + 500), float64(now + 1 + 60000), float64(now + 1 + 60000)},
+		scores(sk.closing, "closed:u", "gone1:u", "gone2:u"))
+	require.Equal(t, []float64{0, 0}, scores(sk.deadlines, "gone1:u", "gone2:u"))
+}
+
 // An open's first ping is recorded directly, below every stream entry:
 // the session's later pings and its close override it, and it never
 // overrides what is recorded.
