@@ -16,7 +16,7 @@ import (
 )
 
 // Best available: the buyer names a section and a quantity, and the server
-// picks the seats (best_available_seats, migrations 0060 and 0062) with
+// picks the seats (best_available_seats, migrations 0060, 0062 and 0063) with
 // SKIP LOCKED, so that buyers of one hot section spread over its free
 // seats instead of queueing on the same row locks. The hold is then the named-seat hold's:
 // the same invariants, stored response and prices, written by the same

@@ -37,7 +37,7 @@ const bestAloneSQL = aloneEvent + `sec AS (
 	        WHERE o.event_id = $7 AND o.section_id = $8) AS taken
 	FROM sections c WHERE c.event_id = $7 AND c.id = $8),
 pick AS MATERIALIZED (
-	SELECT p.picked, p.busy FROM best_available_seats($7, $8, $12::int, $13::boolean, $14::bigint) p
+	SELECT p.picked, p.busy FROM best_available_seats($7, $8, $12::int, $13::boolean, $14::bigint, '{}'::bigint[]) p
 	WHERE NOT EXISTS (SELECT FROM stored) AND coalesce((SELECT open AND pending_id IS NULL FROM ev), false)
 	  AND EXISTS (SELECT FROM sec)),
 seat AS (
