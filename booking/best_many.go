@@ -17,6 +17,11 @@ import (
 // picked seats stay locked by the transaction from the pick to the
 // commit.
 //
+// The lookups are scalar subqueries by key, one per hold, as in a named
+// hold's read (selectHoldSeats): as joins, the planner may read every
+// pending checkout of the sale into a hash to find a batch's few
+// (TestHoldQueryPlans).
+//
 // The prices come from the section counters as the batch read them, as
 // for named holds written in a batch: the holds of one batch do not raise
 // each other's surge.
@@ -31,19 +36,22 @@ const pickManySQL = `
 WITH req AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::boolean[], $7::bigint[])
 		WITH ORDINALITY AS r(user_id, key, event_id, section_id, quantity, adjacent, max_base, n)),
-look AS MATERIALIZED (
-	SELECT r.*, k.fingerprint, k.status_code, k.response,
-	       e.currency::text AS currency, e.starts_at, e.hold_minutes, clock_timestamp() AS now,
-	       e.sale_opens_at <= clock_timestamp() AND (e.sale_closes_at IS NULL OR e.sale_closes_at > clock_timestamp()) AS open,
-	       p.id::text AS pending_id, p.expires_at <= clock_timestamp() AS pending_due,
-	       c.seat_count,
+found AS MATERIALIZED (
+	SELECT r.*,
+	       (SELECT k FROM idempotency_keys k WHERE k.user_id = r.user_id AND k.operation = $8 AND k.key = r.key) AS k,
+	       (SELECT e FROM events e WHERE e.id = r.event_id) AS e,
+	       (SELECT p FROM reservations p WHERE p.user_id = r.user_id AND p.event_id = r.event_id AND p.status = 'PENDING_PAYMENT') AS p,
+	       (SELECT c.seat_count FROM sections c WHERE c.event_id = r.event_id AND c.id = r.section_id) AS seat_count,
 	       (SELECT coalesce(sum(o.taken), 0)::bigint FROM section_occupancy o
 	        WHERE o.event_id = r.event_id AND o.section_id = r.section_id) AS taken
-	FROM req r
-	LEFT JOIN idempotency_keys k ON k.user_id = r.user_id AND k.operation = $8 AND k.key = r.key
-	LEFT JOIN events e ON e.id = r.event_id
-	LEFT JOIN reservations p ON p.user_id = r.user_id AND p.event_id = r.event_id AND p.status = 'PENDING_PAYMENT'
-	LEFT JOIN sections c ON c.event_id = r.event_id AND c.id = r.section_id),
+	FROM req r),
+look AS MATERIALIZED (
+	SELECT f.n, f.event_id, f.section_id, f.quantity, f.adjacent, f.max_base,
+	       (f.k).fingerprint, (f.k).status_code, (f.k).response,
+	       (f.e).currency::text AS currency, (f.e).starts_at, (f.e).hold_minutes, clock_timestamp() AS now,
+	       (f.e).sale_opens_at <= clock_timestamp() AND ((f.e).sale_closes_at IS NULL OR (f.e).sale_closes_at > clock_timestamp()) AS open,
+	       (f.p).id::text AS pending_id, (f.p).expires_at <= clock_timestamp() AS pending_due, f.seat_count, f.taken
+	FROM found f),
 pick AS MATERIALIZED (
 	SELECT * FROM best_available_pick_many(
 		(SELECT array_agg(event_id ORDER BY n) FROM look),

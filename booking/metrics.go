@@ -71,12 +71,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Committed holds whose admission lease could not be extended.",
 		}),
 		writeBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "presenced_booking_hold_write_batch_size", Help: "Holds written together in one statement and one commit.",
+			Name: "presenced_booking_hold_write_batch_size", Help: "Holds written together in one commit (named holds: one statement; best-available holds: one pick and one write).",
 			Buckets: []float64{1, 2, 4, 8, 16},
 		}),
 		writeBatchRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "presenced_booking_hold_write_batches_refused_total",
-			Help: "Batches of holds refused as a whole (a seat, key or checkout taken since read); their holds were then written one by one.",
+			Help: "Batches of holds refused as a whole (a seat, key or checkout taken since read, a lock wait); their holds were then written one by one.",
 		}),
 		readBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "presenced_booking_hold_read_batch_size", Help: "Holds read together in one round trip.",
