@@ -42,7 +42,11 @@ func TestBestHoldsQueuedTogetherPickAsIfOneAfterAnother(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *config.Booking) { c.HoldWriters = 1 })
 	event, _ := b.event(t, "B:2x10@200,C:1x3@100")
+	other, _ := b.event(t, "D:1x4@100")
 	pair := bestInput{Section: "B", Quantity: 2, Adjacent: true}
+	status, early, err := b.holdBest(t, other, "early", "k", bestInput{Section: "D", Quantity: 1}, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, status)
 
 	release := b.holds.bests.Pause()
 	hw := b.concurrent()
@@ -60,13 +64,33 @@ func TestBestHoldsQueuedTogetherPickAsIfOneAfterAnother(t *testing.T) {
 	// More adjacent seats than a row has.
 	hw.startBest("too-many", event, "wide", "k", bestInput{Section: "C", Quantity: 4, Adjacent: true})
 	waitQueued(t, b.holds.bests.Group, 8)
+	// A retry of a hold committed before the batch, and a hold of another
+	// event.
+	hw.startBest("early-retry", other, "early", "k", bestInput{Section: "D", Quantity: 1})
+	waitQueued(t, b.holds.bests.Group, 9)
+	hw.startBest("other-event", other, "later", "k", bestInput{Section: "D", Quantity: 1})
+	waitQueued(t, b.holds.bests.Group, 10)
 	release()
 	answers := hw.wait()
 
 	count, sum := histogramOf(t, b.m.writeBatch)
-	require.Equal(t, uint64(1), count, "one batch")
-	require.Equal(t, float64(8), sum, "of every hold")
+	require.Equal(t, uint64(2), count, "the early hold alone, then one batch")
+	require.Equal(t, float64(11), sum, "of every hold")
 	require.Zero(t, testutil.ToFloat64(b.m.writeBatchRefused))
+
+	retry := answers["early-retry"]
+	require.NoError(t, retry.err)
+	require.True(t, retry.result.Replayed)
+	var replayed Reservation
+	require.NoError(t, json.Unmarshal(retry.result.Body, &replayed))
+	require.Equal(t, early.ID, replayed.ID)
+	later := answers["other-event"]
+	require.NoError(t, later.err)
+	var laterRes Reservation
+	require.NoError(t, json.Unmarshal(later.result.Body, &laterRes))
+	require.Equal(t, other, laterRes.Event)
+	require.NotEqual(t, early.Items[0].Seat, laterRes.Items[0].Seat)
+	b.requireNoDoubleOwnership(t, other)
 
 	want := [][2]int{{1, 5}, {1, 3}, {1, 7}, {1, 1}, {1, 9}, {2, 5}} // (row, first seat), as alone
 	for i, name := range names {
@@ -77,6 +101,10 @@ func TestBestHoldsQueuedTogetherPickAsIfOneAfterAnother(t *testing.T) {
 		require.NoError(t, json.Unmarshal(a.result.Body, &r))
 		require.Len(t, r.Items, 2, name)
 		requireAdjacent(t, &r)
+		// The batch priced every hold from the counters it read: half the
+		// section held one after another would have raised the last
+		// one's surge.
+		require.Equal(t, int64(400), r.Total, name)
 		require.Equal(t, want[i][0], r.Items[0].Row, name)
 		require.Equal(t, want[i][1], min(r.Items[0].Number, r.Items[1].Number), name)
 

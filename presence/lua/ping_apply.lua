@@ -9,11 +9,12 @@
 --     session can follow its close);
 --   * among entries of one kind, older ones are ignored: a deadline only
 --     moves later (GT), and the TTL is the same for every entry of a kind.
--- An entry is applied in a few commands whatever its size: its members
--- share a kind and a deadline, so one ZMSCORE finds those not live, one
--- more (only if there are any) those of them that closed, and one ZADD
--- moves every other deadline. A call per member cost more than the index
--- work it did.
+-- An entry is applied in one command whatever its size, in the common
+-- case: its members share a kind and a deadline, so one ZADD GT moves
+-- every deadline. Only when it added members the live index lacked (their
+-- first ping was lost, or they timed out already) does one ZMSCORE look
+-- for closes among the entry's members, and a ZREM take the closed ones
+-- out again. A call per member cost more than the index work it did.
 --
 -- KEYS: 1 deadlines zset (live), 2 closing zset
 -- ARGV: per stream entry: kind (p|c), deadline (ms), member count, members
@@ -28,39 +29,28 @@ while i <= #ARGV do
   end
   i = i + 3 + n
   local add = {}
+  for j = 1, n do
+    add[2 * j - 1], add[2 * j] = deadline, mems[j]
+  end
   if kind == 'c' then
     redis.call('ZREM', KEYS[1], unpack(mems))
-    for j = 1, n do
-      add[2 * j - 1], add[2 * j] = deadline, mems[j]
-    end
     applied = applied + redis.call('ZADD', KEYS[2], 'GT', 'CH', unpack(add))
   else
-    local live = redis.call('ZMSCORE', KEYS[1], unpack(mems))
-    local gone = {}
-    for j = 1, n do
-      if not live[j] then
-        gone[#gone + 1] = mems[j]
-      end
-    end
-    local closed = {}
-    if #gone > 0 then
-      -- Not live before this ping: unless it closed, it is live now.
-      local scores = redis.call('ZMSCORE', KEYS[2], unpack(gone))
-      for j = 1, #gone do
-        if scores[j] then
-          closed[gone[j]] = true
+    applied = applied + n
+    if redis.call('ZADD', KEYS[1], 'GT', unpack(add)) > 0 then
+      -- Some were not live before this ping: unless they closed, they are
+      -- live now.
+      local closed = redis.call('ZMSCORE', KEYS[2], unpack(mems))
+      local out = {}
+      for j = 1, n do
+        if closed[j] then
+          out[#out + 1] = mems[j]
         end
       end
-    end
-    for j = 1, n do
-      if not closed[mems[j]] then
-        add[#add + 1] = deadline
-        add[#add + 1] = mems[j]
+      if #out > 0 then
+        redis.call('ZREM', KEYS[1], unpack(out))
+        applied = applied - #out
       end
-    end
-    if #add > 0 then
-      redis.call('ZADD', KEYS[1], 'GT', unpack(add))
-      applied = applied + #add / 2
     end
   end
 end
