@@ -17,20 +17,10 @@ import (
 // startBest sends a best-available hold of user (admitted first) under
 // name.
 func (hw *heldWrites) startBest(name, event, user, key string, best bestInput) {
-	user = hw.b.uid(user)
-	pass := hw.b.desk.admit(event, user)
-	hw.wg.Add(1)
-	go func() {
-		defer hw.wg.Done()
-		res, err := hw.b.holds.HoldBest(context.Background(), holdInput{User: user, Event: event, Pass: pass, Key: key}, best)
-		a := holdAnswer{status: res.Status, result: res, err: err}
-		if e := answerOf(err); e != nil {
-			a.status = e.Status
-		}
-		hw.mu.Lock()
-		hw.answers[name] = a
-		hw.mu.Unlock()
-	}()
+	hw.send(name, event, user, func(in holdInput) (holdResult, error) {
+		in.Key = key
+		return hw.b.holds.HoldBest(context.Background(), in, best)
+	})
 }
 
 // Best-available holds that wait for a slot together run in one

@@ -39,12 +39,21 @@ func (b *bundle) concurrent() *heldWrites {
 
 // start sends a hold of user (admitted first) under name.
 func (hw *heldWrites) start(name, event, user, key string, seats []int64) {
+	hw.send(name, event, user, func(in holdInput) (holdResult, error) {
+		in.Key, in.Seats = key, seats
+		return hw.b.holds.Hold(context.Background(), in)
+	})
+}
+
+// send runs hold for user (admitted first) in its own goroutine and keeps
+// its answer under name.
+func (hw *heldWrites) send(name, event, user string, hold func(holdInput) (holdResult, error)) {
 	user = hw.b.uid(user)
 	pass := hw.b.desk.admit(event, user)
 	hw.wg.Add(1)
 	go func() {
 		defer hw.wg.Done()
-		res, err := hw.b.holds.Hold(context.Background(), holdInput{User: user, Event: event, Pass: pass, Key: key, Seats: seats})
+		res, err := hold(holdInput{User: user, Event: event, Pass: pass})
 		a := holdAnswer{status: res.Status, result: res, err: err}
 		if e := answerOf(err); e != nil {
 			a.status = e.Status
