@@ -159,7 +159,7 @@ func (h *holdsPlane) pickAndWrite(ctx context.Context, in holdInput, best bestIn
 			}
 			continue
 		}
-		return nil, v.event, nil, nil, h.bestAnswer(in, best, fp, resID, v)
+		return nil, v.event, nil, nil, h.bestAnswer(c, v)
 	}
 }
 
@@ -186,24 +186,34 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // bestAnswer is the refusal of a best-available hold the statement did not
 // write, from what it read, in the order the two round trips met them:
 // the pick's, the promotion's, the price's, the buyer's cap.
-func (h *holdsPlane) bestAnswer(in holdInput, best bestInput, fp []byte, resID string, v *bestView) error {
+func (h *holdsPlane) bestAnswer(c *bestCall, v *bestView) error {
 	if v.pendingDue {
 		// Still due after it was ended: a concurrent hold of the user.
 		return refusal.Busy(time.Second, "your previous checkout is being ended; retry")
 	}
-	if _, err := v.bestRefusal(in, best, fp); err != nil {
-		return err
-	}
-	p, err := h.price(in, fp, resID, &v.holdView)
-	if err != nil {
-		return err
-	}
-	if err := v.withinMaxPrice(best, p.items); err != nil {
+	if _, err := h.pricedBest(c, v); err != nil {
 		return err
 	}
 	// Nothing read refuses it: what changed between the reads of the one
 	// statement (a seat let go between its snapshot and the pick's).
 	return refusal.Busy(time.Second, "the seats changed while they were picked; retry")
+}
+
+// pricedBest prices the seats v picked for c, or returns what refuses the
+// hold: an error, or nil and nil for a replay of the key's stored answer
+// (saleRefusal answers it).
+func (h *holdsPlane) pricedBest(c *bestCall, v *bestView) (*pendingHold, error) {
+	if r, err := v.bestRefusal(c.in, c.best, c.fp); r != nil || err != nil {
+		return nil, err
+	}
+	p, err := h.price(c.in, c.fp, c.resID, &v.holdView)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.withinMaxPrice(c.best, p.items); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // endOwnCheckout ends the user's checkout whose time is up, as the expiry

@@ -46,3 +46,19 @@ func (v *bestView) withinMaxPrice(b bestInput, items []Item) error {
 	}
 	return nil
 }
+
+// setSection records the section's counters as read (nil: no such
+// section).
+func (v *bestView) setSection(seatCount, taken *int64) {
+	if seatCount != nil {
+		v.sectionFound = true
+		v.free = max(*seatCount-*taken, 0)
+	}
+}
+
+// addPicked adds a seat the pick locked: free when it was locked, of a
+// section with seatCount seats of which taken are held or sold.
+func (v *bestView) addPicked(id int64, section string, row, num int, basePrice, seatCount, taken int64) {
+	v.seats = append(v.seats, seatRow{id: id, ofEvent: true, section: section, row: row, num: num,
+		status: SeatAvailable, basePrice: basePrice, sectionSeats: seatCount, sectionTaken: taken})
+}

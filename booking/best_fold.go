@@ -115,10 +115,7 @@ func scanBest(row pgx.Row, section string) ([]byte, *bestView, error) {
 	if r.ok {
 		return r.body, v, nil
 	}
-	if seatCount != nil {
-		v.sectionFound = true
-		v.free = max(*seatCount-*taken, 0)
-	}
+	v.setSection(seatCount, taken)
 	v.busy = busy != nil && *busy
 	var seats []bestSeat
 	if len(seatsJSON) > 0 {
@@ -127,8 +124,7 @@ func scanBest(row pgx.Row, section string) ([]byte, *bestView, error) {
 		}
 	}
 	for _, s := range seats {
-		v.seats = append(v.seats, seatRow{id: s.ID, ofEvent: true, section: section, row: s.Row, num: s.Num,
-			status: SeatAvailable, basePrice: s.BasePrice, sectionSeats: *seatCount, sectionTaken: *taken})
+		v.addPicked(s.ID, section, s.Row, s.Num, s.BasePrice, *seatCount, *taken)
 	}
 	return nil, v, nil
 }

@@ -97,7 +97,9 @@ func (h *holdsPlane) runBestMany(ctx context.Context, cs []*bestCall) (alone []b
 			alone[i] = true
 			continue
 		}
-		if p := h.bestPriced(c, v); p != nil {
+		// A refused hold is written nothing: its answer is the view's
+		// (bestAnswer), given after the commit.
+		if p, _ := h.pricedBest(c, v); p != nil {
 			written[i] = p
 			ps = append(ps, p)
 		}
@@ -131,28 +133,15 @@ func (h *holdsPlane) runBestMany(ctx context.Context, cs []*bestCall) (alone []b
 // sameBuyerTwice marks the holds of a batch whose user already has a hold
 // earlier in it for the same event or under the same key.
 func sameBuyerTwice(cs []*bestCall) []bool {
-	type userOf struct{ user, what string }
+	type userOf struct{ user, event, key string }
 	seen := map[userOf]bool{}
 	twice := make([]bool, len(cs))
 	for i, c := range cs {
-		ev, key := userOf{c.in.User, "event:" + c.in.Event}, userOf{c.in.User, "key:" + c.in.Key}
+		ev, key := userOf{user: c.in.User, event: c.in.Event}, userOf{user: c.in.User, key: c.in.Key}
 		twice[i] = seen[ev] || seen[key]
 		seen[ev], seen[key] = true, true
 	}
 	return twice
-}
-
-// bestPriced prices a picked hold to write, or returns nil when what was
-// read refuses it (its answer is then the view's, bestAnswer).
-func (h *holdsPlane) bestPriced(c *bestCall, v *bestView) *pendingHold {
-	if r, err := v.bestRefusal(c.in, c.best, c.fp); r != nil || err != nil {
-		return nil
-	}
-	p, err := h.price(c.in, c.fp, c.resID, &v.holdView)
-	if err != nil || v.withinMaxPrice(c.best, p.items) != nil {
-		return nil
-	}
-	return p
 }
 
 // pickMany sends the timeouts and pickManySQL for the holds not marked
@@ -199,9 +188,7 @@ func (h *holdsPlane) pickMany(ctx context.Context, tx pgx.Tx, cs []*bestCall, al
 			views[i] = r.view()
 		}
 		if r.seat != nil {
-			views[i].seats = append(views[i].seats, seatRow{id: *r.seat, ofEvent: true, section: cs[i].best.Section,
-				row: *r.row, num: *r.num, status: SeatAvailable, basePrice: *r.basePrice,
-				sectionSeats: *r.seatCount, sectionTaken: *r.taken})
+			views[i].addPicked(*r.seat, cs[i].best.Section, *r.row, *r.num, *r.basePrice, *r.seatCount, *r.taken)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -210,26 +197,23 @@ func (h *holdsPlane) pickMany(ctx context.Context, tx pgx.Tx, cs []*bestCall, al
 	return views, res.Close()
 }
 
-// pickedRow is a row of pickManySQL: what it read for a hold, and one of
-// its picked seats, if any.
+// pickedRow is a row of pickManySQL: what it read for a hold (the event,
+// the pending checkout and the key's answer in aloneRow's fields), and
+// one of its picked seats, if any.
 type pickedRow struct {
-	n                      int
-	fingerprint, response  []byte
-	status                 *int
-	currency               *string
-	startsAt, now          *time.Time
-	holdMinutes            *int
-	open, pendingDue, busy *bool
-	pendingID              *string
-	seatCount, taken       *int64
-	seat, basePrice        *int64
-	row, num               *int
+	n                int
+	read             aloneRow
+	seatCount, taken *int64
+	busy             *bool
+	seat, basePrice  *int64
+	row, num         *int
 }
 
 func scanPicked(rows pgx.Rows) (pickedRow, error) {
 	var r pickedRow
-	err := rows.Scan(&r.n, &r.fingerprint, &r.status, &r.response, &r.currency, &r.startsAt, &r.holdMinutes, &r.now,
-		&r.open, &r.pendingID, &r.pendingDue, &r.seatCount, &r.taken, &r.busy, &r.seat, &r.row, &r.num, &r.basePrice)
+	a := &r.read
+	err := rows.Scan(&r.n, &a.storedFP, &a.storedStatus, &a.storedBody, &a.currency, &a.startsAt, &a.holdMinutes, &a.now,
+		&a.open, &a.pendingID, &a.pendingDue, &r.seatCount, &r.taken, &r.busy, &r.seat, &r.row, &r.num, &r.basePrice)
 	return r, err
 }
 
@@ -237,19 +221,7 @@ func scanPicked(rows pgx.Rows) (pickedRow, error) {
 // it (scanBest), without the seats.
 func (r pickedRow) view() *bestView {
 	v := &bestView{busy: r.busy != nil && *r.busy}
-	if r.status != nil {
-		v.stored = &storedAnswer{fingerprint: r.fingerprint, result: holdResult{Status: *r.status, Body: r.response}}
-	}
-	if r.currency != nil {
-		v.event = &eventRow{currency: *r.currency, startsAt: *r.startsAt, holdMinutes: *r.holdMinutes, now: *r.now}
-		v.open = *r.open
-	}
-	if r.pendingID != nil {
-		v.pendingID, v.pendingDue = *r.pendingID, *r.pendingDue
-	}
-	if r.seatCount != nil {
-		v.sectionFound = true
-		v.free = max(*r.seatCount-*r.taken, 0)
-	}
+	r.read.fill(&v.holdView)
+	v.setSection(r.seatCount, r.taken)
 	return v
 }
