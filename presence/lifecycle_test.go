@@ -272,6 +272,15 @@ func TestWatermark(t *testing.T) {
 	require.Greater(t, watermark(groupState{lastDelivered: "300-0", lastEntry: "300-0"}), time.Now().UnixMilli())
 }
 
+// onePingShard is a module of one shard and a consumer of its pings,
+// whose entries the tests apply directly.
+func onePingShard(t *testing.T) (redis.UniversalClient, *Module, *consumer) {
+	t.Helper()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
+	return rdb, m, newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
+}
+
 // A close ends a session's pings whatever the order its entries are read
 // in, or written in (a gateway appends its plain pings in batches, so a
 // ping taken before the close can land after it): the close applies over
@@ -279,11 +288,8 @@ func TestWatermark(t *testing.T) {
 // wins.
 func TestACloseEndsTheSessionsPingsWhateverTheOrder(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
-	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
-	ctx := context.Background()
-	sk := m.keys.shard(0)
-	c := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
+	rdb, m, c := onePingShard(t)
+	ctx, sk := context.Background(), m.keys.shard(0)
 	now := time.Now().UnixMilli()
 	mk := func(ms int64, ttl int64, kind string) redis.XMessage {
 		return redis.XMessage{ID: fmt.Sprintf("%d-0", ms), Values: map[string]any{"m": "s1:u", "t": fmt.Sprint(ttl), "k": kind}}
@@ -318,11 +324,8 @@ func TestACloseEndsTheSessionsPingsWhateverTheOrder(t *testing.T) {
 // changes nothing.
 func TestAPingRecordsASessionTheIndexLost(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
-	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
-	ctx := context.Background()
-	sk := m.keys.shard(0)
-	c := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
+	rdb, m, c := onePingShard(t)
+	ctx, sk := context.Background(), m.keys.shard(0)
 	now := time.Now().UnixMilli()
 	ping := redis.XMessage{ID: fmt.Sprintf("%d-0", now), Values: map[string]any{"m": "s1:u s2:u", "t": "60000", "k": "p"}}
 	require.Len(t, m.applyPings(ctx, c, 0, []redis.XMessage{ping}), 1)
@@ -342,11 +345,8 @@ func TestAPingRecordsASessionTheIndexLost(t *testing.T) {
 // one stays closed; a close entry of several members closes each.
 func TestAnEntryOfManyPingsAppliesToEachMemberAsAlone(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
-	m := newTestModule(t, rdb, testenv.Prefix(t), func(p *config.Presence) { p.Shards = 1 })
-	ctx := context.Background()
-	sk := m.keys.shard(0)
-	c := newConsumer(m, "pings", groupPings, func(n int) string { return m.keys.shard(n).pings })
+	rdb, m, c := onePingShard(t)
+	ctx, sk := context.Background(), m.keys.shard(0)
 	now := time.Now().UnixMilli()
 	require.NoError(t, rdb.ZAdd(ctx, sk.deadlines, redis.Z{Score: float64(now + 1000), Member: "live:u"},
 		redis.Z{Score: float64(now + 600000), Member: "later:u"}).Err())
