@@ -25,9 +25,10 @@ type Waitingroom struct {
 	// at twice per heartbeat timeout, in slices of 1,000 (about 1 ms of
 	// Redis each), up to this.
 	SweepLimit int `yaml:"sweep_limit"`
-	// PositionInterval is how often the admit plane re-reads the positions of
-	// its sockets (refreshing their heartbeats); a frame goes out when the
-	// position changed or KeepaliveInterval passed without one.
+	// PositionInterval is how often the admit plane re-reads the position of
+	// each socket (refreshing its heartbeat), a slice of the sockets every
+	// 50 ms; a frame goes out when the position changed or
+	// KeepaliveInterval passed without one.
 	PositionInterval  time.Duration `yaml:"position_interval"`
 	KeepaliveInterval time.Duration `yaml:"keepalive_interval"`
 	// PassTTL caps the lifetime of an admission pass; a pass never outlives
