@@ -34,8 +34,9 @@ const placesChunk = 500
 // once whom a tick admitted.
 //
 // The re-read is spread over the interval: a user's sockets sit in one of
-// the room's slots (by a hash of the user), and the loop reads one slot
-// every sweepStep. Read all at once, 10,000 sockets cost Redis about 50 ms
+// the room's slots (by a hash of the user), slot i comes due i sweepSteps
+// into each interval, and the loop reads the due slots about sweepShare
+// users at a time. Read all at once, 10,000 sockets cost Redis about 50 ms
 // of scripts and the process 10,000 frames in one burst every 5 s, and
 // the joins that arrived meanwhile waited behind it: that burst was most
 // of the join p99.
@@ -207,13 +208,14 @@ func (r *room) run() {
 			m.hub.Unsubscribe(r.topic, r)
 		}
 	}()
-	// done counts the slots read since start; a loop held up by a slow
-	// read catches up on the slots it missed, so no socket waits a second
-	// interval for its read.
+	// done counts the slots read since start; a tick reads every slot that
+	// came due since the last, so a loop held up, or a small room ticking
+	// slowly, still reads each user once an interval.
 	n := len(r.slots)
 	step := m.cfg.PositionInterval / time.Duration(n)
 	start, done := time.Now(), 0
-	t := time.NewTicker(step)
+	period := r.sweepPeriod()
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -226,10 +228,33 @@ func (r *room) run() {
 			}
 			r.readPlaces(r.slotUsers(done, due), true)
 			done = due
+			if p := r.sweepPeriod(); p != period {
+				period = p
+				t.Reset(p)
+			}
 		case <-r.wake:
 			r.refreshPending()
+			if p := r.sweepPeriod(); p < period { // a growing room reads sooner
+				period = p
+				t.Reset(p)
+			}
 		}
 	}
+}
+
+// sweepShare is about how many users a room's sweep reads at a time.
+const sweepShare = 100
+
+// sweepPeriod is how often the room's loop reads its due slots: often
+// enough to read about sweepShare users at a time, at most once a
+// sweepStep. A room of a few sockets wakes once an interval, not twenty
+// times a second.
+func (r *room) sweepPeriod() time.Duration {
+	r.mu.Lock()
+	users := r.users
+	r.mu.Unlock()
+	k := min(max((users+sweepShare-1)/sweepShare, 1), len(r.slots))
+	return r.rs.m.cfg.PositionInterval / time.Duration(k)
 }
 
 func (r *room) subscribe() bool {

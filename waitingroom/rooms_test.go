@@ -63,3 +63,25 @@ func TestThePositionSweepReadsEachUserOncePerIntervalASliceAtATime(t *testing.T)
 	slices.Sort(late)
 	require.Equal(t, want, late)
 }
+
+// A room reads about a hundred users at a time: a small one once an
+// interval, a large one every slot.
+func TestARoomsSweepTicksAsOftenAsItsSizeNeeds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testenv.Redis(t), func(c *config.Waitingroom) { c.PositionInterval = 5 * time.Second })
+	r := newRoom(b.mod.rooms, "ev")
+	for _, c := range []struct {
+		users int
+		want  time.Duration
+	}{
+		{0, 5 * time.Second},
+		{3, 5 * time.Second},
+		{100, 5 * time.Second},
+		{250, 5 * time.Second / 3},
+		{5000, 100 * time.Millisecond},
+		{1000000, 50 * time.Millisecond},
+	} {
+		r.users = c.users
+		require.Equal(t, c.want, r.sweepPeriod(), "%d users", c.users)
+	}
+}
