@@ -26,9 +26,9 @@ type Waitingroom struct {
 	// Redis each), up to this.
 	SweepLimit int `yaml:"sweep_limit"`
 	// PositionInterval is how often the admit plane re-reads the position of
-	// each socket (refreshing its heartbeat), a slice of the sockets every
-	// 50 ms; a frame goes out when the position changed or
-	// KeepaliveInterval passed without one.
+	// each socket (refreshing its heartbeat), spread over the interval
+	// about 100 sockets at a time; a frame goes out when the position
+	// changed or KeepaliveInterval passed without one.
 	PositionInterval  time.Duration `yaml:"position_interval"`
 	KeepaliveInterval time.Duration `yaml:"keepalive_interval"`
 	// PassTTL caps the lifetime of an admission pass; a pass never outlives

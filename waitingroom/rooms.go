@@ -208,53 +208,94 @@ func (r *room) run() {
 			m.hub.Unsubscribe(r.topic, r)
 		}
 	}()
-	// done counts the slots read since start; a tick reads every slot that
-	// came due since the last, so a loop held up, or a small room ticking
-	// slowly, still reads each user once an interval.
 	n := len(r.slots)
-	step := m.cfg.PositionInterval / time.Duration(n)
-	start, done := time.Now(), 0
-	period := r.sweepPeriod()
-	t := time.NewTicker(period)
+	c := newSweepClock(m.cfg.PositionInterval, n, time.Now(), r.userCount())
+	t := time.NewTimer(time.Until(c.next))
 	defer t.Stop()
 	for {
 		select {
 		case <-r.quit:
 			return
 		case <-t.C:
-			due := int(time.Since(start) / step)
-			if !subscribed && done/n != due/n { // once an interval
+			from, to := c.tick(time.Now())
+			if !subscribed && from/n != to/n { // once an interval
 				subscribed = r.subscribe()
 			}
-			r.readPlaces(r.slotUsers(done, due), true)
-			done = due
-			if p := r.sweepPeriod(); p != period {
-				period = p
-				t.Reset(p)
-			}
+			r.readPlaces(r.slotUsers(from, to), true)
+			c.schedule(time.Now(), r.userCount())
+			t.Reset(time.Until(c.next))
 		case <-r.wake:
 			r.refreshPending()
-			if p := r.sweepPeriod(); p < period { // a growing room reads sooner
-				period = p
-				t.Reset(p)
+			if c.grew(r.userCount()) {
+				t.Reset(max(time.Until(c.next), 0))
 			}
 		}
 	}
 }
 
+func (r *room) userCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.users
+}
+
 // sweepShare is about how many users a room's sweep reads at a time.
 const sweepShare = 100
 
-// sweepPeriod is how often the room's loop reads its due slots: often
-// enough to read about sweepShare users at a time, at most once a
-// sweepStep. A room of a few sockets wakes once an interval, not twenty
-// times a second.
-func (r *room) sweepPeriod() time.Duration {
-	r.mu.Lock()
-	users := r.users
-	r.mu.Unlock()
-	k := min(max((users+sweepShare-1)/sweepShare, 1), len(r.slots))
-	return r.rs.m.cfg.PositionInterval / time.Duration(k)
+// sweepClock schedules a room's reads of its due slots: slot i comes due
+// i steps into each interval, and a read takes every slot due since the
+// last read, so each user is read once an interval however often the
+// room reads. It reads about sweepShare users at a time, at most once a
+// step: a room of a few sockets wakes once an interval, not twenty times
+// a second.
+type sweepClock struct {
+	interval, step time.Duration
+	slots          int
+	start, last    time.Time
+	next           time.Time     // the next read
+	period         time.Duration // between reads, for the room's size
+	done           int           // slots read since start
+}
+
+func newSweepClock(interval time.Duration, slots int, now time.Time, users int) *sweepClock {
+	c := &sweepClock{interval: interval, step: interval / time.Duration(slots), slots: slots, start: now}
+	c.schedule(now, users)
+	return c
+}
+
+// periodFor is the time between reads for a room of users.
+func (c *sweepClock) periodFor(users int) time.Duration {
+	k := min(max((users+sweepShare-1)/sweepShare, 1), c.slots)
+	return c.interval / time.Duration(k)
+}
+
+// tick answers the slots to read at now: from to to-1, counted from start.
+func (c *sweepClock) tick(now time.Time) (from, to int) {
+	from = c.done
+	c.done = max(c.done, int(now.Sub(c.start)/c.step))
+	return from, c.done
+}
+
+// schedule sets the next read a period after a read that ended at now.
+func (c *sweepClock) schedule(now time.Time, users int) {
+	c.period = c.periodFor(users)
+	c.last, c.next = now, now.Add(c.period)
+}
+
+// grew reports whether the room's new size brought its next read
+// forward: to a (shorter) period after the last read, never later, or a
+// room growing steadily would put its read off again and again.
+func (c *sweepClock) grew(users int) bool {
+	p := c.periodFor(users)
+	if p >= c.period {
+		return false
+	}
+	c.period = p
+	if at := c.last.Add(p); at.Before(c.next) {
+		c.next = at
+		return true
+	}
+	return false
 }
 
 func (r *room) subscribe() bool {

@@ -65,23 +65,43 @@ func TestThePositionSweepReadsEachUserOncePerIntervalASliceAtATime(t *testing.T)
 }
 
 // A room reads about a hundred users at a time: a small one once an
-// interval, a large one every slot.
-func TestARoomsSweepTicksAsOftenAsItsSizeNeeds(t *testing.T) {
+// interval, a large one every step, and one growing at 1,000 sockets a
+// second (the join load) reads as it grows, never putting its read off.
+func TestARoomsSweepReadsAsOftenAsItsSizeNeeds(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testenv.Redis(t), func(c *config.Waitingroom) { c.PositionInterval = 5 * time.Second })
-	r := newRoom(b.mod.rooms, "ev")
-	for _, c := range []struct {
-		users int
-		want  time.Duration
-	}{
-		{0, 5 * time.Second},
-		{3, 5 * time.Second},
-		{100, 5 * time.Second},
-		{250, 5 * time.Second / 3},
-		{5000, 100 * time.Millisecond},
-		{1000000, 50 * time.Millisecond},
-	} {
-		r.users = c.users
-		require.Equal(t, c.want, r.sweepPeriod(), "%d users", c.users)
+	const interval = 5 * time.Second
+	n := sweepSlots(interval)
+	c := newSweepClock(interval, n, time.Unix(0, 0), 0)
+	require.Equal(t, interval, c.period, "an empty room")
+	for users, want := range map[int]time.Duration{3: interval, 100: interval, 250: interval / 3, 5000: interval / 50, 1000000: interval / 100} {
+		require.Equal(t, want, c.periodFor(users), "%d users", users)
 	}
+
+	// 1,000 sockets a second for 10 s, then 10 s steady; a read takes as
+	// long as a millisecond.
+	now, users, read := time.Unix(0, 0), 0, 0
+	lastRead := now
+	var gaps []time.Duration
+	for ms := 1; ms <= 20000; ms++ {
+		now = time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond)
+		if ms <= 10000 {
+			users++
+			c.grew(users)
+		}
+		if now.Before(c.next) {
+			continue
+		}
+		from, to := c.tick(now)
+		require.Equal(t, read, from, "each read starts where the last stopped")
+		require.LessOrEqual(t, to-from, n, "a read takes at most one interval of slots")
+		share := users * (to - from) / n
+		require.LessOrEqual(t, share, 3*sweepShare, "at %v a read takes %d of %d users (slots %d..%d)", now.Sub(time.Unix(0, 0)), share, users, from, to)
+		read = to
+		gaps = append(gaps, now.Sub(lastRead))
+		lastRead = now
+		c.schedule(now.Add(time.Millisecond), users)
+	}
+	require.GreaterOrEqual(t, read, 20000/int(interval/time.Millisecond)*n-1, "every slot of the run was read")
+	require.LessOrEqual(t, slices.Max(gaps), interval, "no read was put off past an interval")
+	require.LessOrEqual(t, gaps[len(gaps)-1], 2*interval/time.Duration(n), "a room of 10,000 reads every step")
 }
