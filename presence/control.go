@@ -141,11 +141,12 @@ func (g *gateway) resyncSubscriptions(lu *localUser) {
 		g.mod.log.Warn("presence: resync subscriptions", "err", err)
 		return
 	}
-	added, err := g.f.setFollowing(ctx, lu, ids)
+	added, hidden, err := g.f.setFollowing(ctx, lu, ids)
 	if err != nil {
 		g.mod.log.Warn("presence: resync subscriptions", "err", err)
 	}
-	if len(added) == 0 {
+	g.withdraw(ctx, lu, hidden)
+	if added = slices.DeleteFunc(added, func(s *subject) bool { return slices.Contains(hidden, s.id) }); len(added) == 0 {
 		return
 	}
 	for _, c := range lu.clientList() {
@@ -175,7 +176,6 @@ func (g *gateway) revalidateLocked(ctx context.Context, lu *localUser, rooms []s
 	if len(clients) == 0 {
 		return
 	}
-	c := clients[len(clients)-1]
 	subs := lu.followed()
 	ids := make([]string, len(subs))
 	for i, s := range subs {
@@ -186,7 +186,7 @@ func (g *gateway) revalidateLocked(ctx context.Context, lu *localUser, rooms []s
 		g.mod.log.Warn("presence: revalidate subscriptions", "err", err)
 		return
 	}
-	if changed := g.f.checkLastActive(ctx, lu, ids); len(changed) > 0 {
+	if changed, _ := g.f.checkVisibility(ctx, lu, ids); len(changed) > 0 {
 		// Shown or withdrawn: the followers get the status as they may
 		// now see it (a status replaces the one held, lastActiveAt and all).
 		changed = slices.DeleteFunc(changed, func(id string) bool { return slices.Contains(forbidden, id) })
@@ -196,15 +196,23 @@ func (g *gateway) revalidateLocked(ctx context.Context, lu *localUser, rooms []s
 			}
 		}
 	}
-	if len(forbidden) == 0 {
+	g.withdraw(ctx, lu, forbidden)
+}
+
+// withdraw drops the subjects ids, which lu may no longer see, from the
+// user's subscriptions and from what this process follows for them, and
+// tells their connections here. The caller holds lu.changeMu.
+func (g *gateway) withdraw(ctx context.Context, lu *localUser, ids []string) {
+	clients := lu.clientList()
+	if len(ids) == 0 || len(clients) == 0 {
 		return
 	}
-	if _, err := g.mod.st.changeSubscriptions(ctx, lu.id, c.sid, subRemove, forbidden); err != nil {
-		g.mod.log.Warn("presence: revalidate subscriptions", "err", err)
+	if _, err := g.mod.st.changeSubscriptions(ctx, lu.id, clients[len(clients)-1].sid, subRemove, ids); err != nil {
+		g.mod.log.Warn("presence: withdraw subscriptions", "err", err)
 	}
-	g.f.unfollow(lu, forbidden)
+	g.f.unfollow(lu, ids)
 	frame := wire.EventFrame(EventError, ErrorPayload{
-		Code: wire.CodeForbidden, Message: "no longer visible: removed from your subscriptions", Users: forbidden,
+		Code: wire.CodeForbidden, Message: "no longer visible: removed from your subscriptions", Users: ids,
 	}, "")
 	for _, c := range clients {
 		c.conn.Send(frame)

@@ -33,9 +33,10 @@ type fanout struct {
 	refreshQ    map[*subject]struct{}
 	refreshWake chan struct{}
 
-	// hidesLastActive answers whose lastActiveAt a viewer may not see
-	// (visibilityPolicy); nil where no users are served.
-	hidesLastActive func(ctx context.Context, viewer string, subjects []string) ([]string, error)
+	// restrictions answers whose status and whose lastActiveAt a viewer
+	// may not see, by the subjects' choice (visibilityPolicy); nil where no
+	// users are served.
+	restrictions func(ctx context.Context, viewer string, subjects []string) (noStatus, noLastActive []string, err error)
 }
 
 func newFanout(h *hub.Hub, st *stateStore, m *metrics, log *slog.Logger) *fanout {
@@ -359,8 +360,9 @@ func (f *fanout) user(id string) *localUser {
 }
 
 // setFollowing makes lu follow exactly ids here, and returns the subjects
-// added. The caller holds lu.changeMu.
-func (f *fanout) setFollowing(ctx context.Context, lu *localUser, ids []string) ([]*subject, error) {
+// added and the ids to withdraw, as follow does. The caller holds
+// lu.changeMu.
+func (f *fanout) setFollowing(ctx context.Context, lu *localUser, ids []string) (added []*subject, hidden []string, err error) {
 	want := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		want[id] = true
@@ -378,30 +380,34 @@ func (f *fanout) setFollowing(ctx context.Context, lu *localUser, ids []string) 
 }
 
 // follow adds ids to what lu follows here, subscribing upstream once per
-// subject, and returns the subjects newly followed, with a current status,
-// having checked whose lastActiveAt lu may see. The caller holds
-// lu.changeMu.
-func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) ([]*subject, error) {
-	added, err := f.followSubjects(ctx, lu, ids)
-	if len(added) > 0 && f.hidesLastActive != nil {
-		f.checkLastActive(ctx, lu, ids)
+// subject, and returns the subjects newly followed, with a current status.
+// Once they are followed, it checks whose lastActiveAt lu may see, and
+// returns the ids whose status lu may not see, for the caller to withdraw:
+// the check before (at the upgrade, or the request's) may predate a change
+// of theirs that, made before the follower sets named lu, found no one to
+// tell. The caller holds lu.changeMu.
+func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) (added []*subject, hidden []string, err error) {
+	added, err = f.followSubjects(ctx, lu, ids)
+	if len(added) > 0 {
+		_, hidden = f.checkVisibility(ctx, lu, ids)
 	}
-	return added, err
+	return added, hidden, err
 }
 
-// checkLastActive records whose lastActiveAt, among ids, lu may not see,
-// and returns the ids whose answer changed. Unsure (the check failed), it
-// hides.
-func (f *fanout) checkLastActive(ctx context.Context, lu *localUser, ids []string) []string {
-	if f.hidesLastActive == nil {
-		return nil
+// checkVisibility records whose lastActiveAt, among ids, lu may not see,
+// and returns the ids whose record changed and those whose status lu may
+// not see. Unsure (the check failed), it hides every lastActiveAt and
+// withdraws no status, which the check before the follow allowed.
+func (f *fanout) checkVisibility(ctx context.Context, lu *localUser, ids []string) (changed, noStatus []string) {
+	if f.restrictions == nil {
+		return nil, nil
 	}
-	hidden, err := f.hidesLastActive(ctx, lu.id, ids)
+	noStatus, noLastActive, err := f.restrictions(ctx, lu.id, ids)
 	if err != nil {
-		f.log.Warn("presence: check lastActiveAt visibility", "err", err)
-		hidden = ids
+		f.log.Warn("presence: check visibility", "err", err)
+		noStatus, noLastActive = nil, ids
 	}
-	return lu.setHidesLastActive(ids, hidden)
+	return lu.setHidesLastActive(ids, noLastActive), noStatus
 }
 
 func (f *fanout) followSubjects(ctx context.Context, lu *localUser, ids []string) ([]*subject, error) {

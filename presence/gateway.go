@@ -296,7 +296,9 @@ func (c *client) open(subscribe []string) bool {
 			ids, err = g.mod.st.subscriptions(ctx, c.user)
 		}
 		if err == nil {
-			_, err = g.f.setFollowing(ctx, c.lu, ids)
+			var hidden []string
+			_, hidden, err = g.f.setFollowing(ctx, c.lu, ids)
+			g.withdraw(ctx, c.lu, hidden)
 		}
 		if err != nil {
 			g.mod.log.Warn("presence: restore subscriptions", "err", err)

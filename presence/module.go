@@ -173,7 +173,7 @@ func (m *Module) openUsers(ctx context.Context, h module.Host) error {
 	}
 	vis := &visibilityPolicy{base: base, settings: m.st, listed: m.contacts}
 	m.policy = vis
-	m.f.hidesLastActive, m.hidesLastActive = vis.hidesLastActive, vis.hidesLastActive
+	m.f.restrictions, m.hidesLastActive = vis.restrictions, vis.hidesLastActive
 	return nil
 }
 

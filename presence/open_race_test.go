@@ -2,7 +2,9 @@ package presence_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -98,4 +100,67 @@ func TestSubscriptionChangedElsewhereWhileAConnectionOpensIsFollowed(t *testing.
 	carol := connect(t, s2, "carol")
 	defer carol.closeAbruptly()
 	tab.statusOf("carol", "online")
+}
+
+// A user who hides their status while a follower's connection opens, after
+// the connection's upgrade was checked but before the follower sets name
+// the follower (so their change finds no one to tell), is not shown to
+// it: the connection checks again once it follows them.
+func TestStatusHiddenWhileAFollowerConnectsIsNotShown(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	s := startServer(t, cfg)
+	bob := connect(t, s, "hrbob")
+
+	rdb, err := s.app.Redis(context.Background())
+	require.NoError(t, err)
+	pause := &pauseAfterOpen{
+		sessionsKey: cfg.Redis.Prefix + "{presence:hralice}:sessions",
+		opened:      make(chan struct{}), release: make(chan struct{}),
+	}
+	rdb.AddHook(pause)
+
+	var alice *wsClient
+	dialed := make(chan struct{})
+	go func() {
+		defer close(dialed)
+		alice = dialWSAt(t, wsURL(s.base)+subscribeQuery("hrbob"), http.Header{"Authorization": {"Bearer " + token(t, "hralice")}})
+	}()
+	select {
+	case <-pause.opened:
+	case <-time.After(waitFor):
+		t.Fatal("the open of alice's connection was not seen")
+	}
+	require.Equal(t, "nobody", bob.setPrivacy(map[string]any{"status": "nobody"})["status"])
+	close(pause.release)
+	<-dialed
+	require.NotNil(t, alice)
+
+	// The snapshot and the withdrawal, in either order.
+	var snap *updated
+	var withdrawn *errorJSON
+	deadline := time.After(waitFor)
+	for snap == nil || withdrawn == nil {
+		select {
+		case f, ok := <-alice.frames:
+			require.True(t, ok, "alice's connection closed")
+			switch f.Event {
+			case "presence:updated":
+				var u updated
+				require.NoError(t, json.Unmarshal(f.Payload, &u))
+				require.NotContains(t, statusesByUser(u), "hrbob", "alice was shown bob's status")
+				if u.Resync {
+					snap = &u
+				}
+			case "error":
+				withdrawn = &errorJSON{}
+				require.NoError(t, json.Unmarshal(f.Payload, withdrawn))
+			}
+		case <-deadline:
+			t.Fatalf("snapshot seen %v, withdrawal seen %v", snap != nil, withdrawn != nil)
+		}
+	}
+	require.Equal(t, "forbidden", withdrawn.Code)
+	require.Equal(t, []string{"hrbob"}, withdrawn.Users)
+	require.NotContains(t, members(t, cfg, "hralice", "subs"), "hrbob", "alice still follows bob")
 }

@@ -318,7 +318,9 @@ func (c *client) applyChange(ctx context.Context, change subChange) error {
 	lu := c.lu
 	// Unfollowing also clears what the user's connections were sent of them.
 	c.g.f.unfollow(lu, change.Removed)
-	if _, err := c.g.f.follow(ctx, lu, change.Added); err != nil {
+	_, hidden, err := c.g.f.follow(ctx, lu, change.Added)
+	c.g.withdraw(ctx, lu, hidden)
+	if err != nil {
 		// Committed but not followed here yet: the next connection of the
 		// user rereads the set.
 		lu.hydrated = false

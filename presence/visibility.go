@@ -114,11 +114,11 @@ func (p *visibilityPolicy) Forbidden(ctx context.Context, v viewer, subjects []s
 	}
 	var rest []string
 	for _, s := range subjects {
-		if s != v.User && !slices.Contains(forbidden, s) {
+		if !slices.Contains(forbidden, s) {
 			rest = append(rest, s)
 		}
 	}
-	hidden, err := p.restricted(ctx, v.User, rest, func(vis visibility) string { return vis.Status })
+	hidden, _, err := p.restrictions(ctx, v.User, rest)
 	if err != nil {
 		return nil, err
 	}
@@ -127,46 +127,50 @@ func (p *visibilityPolicy) Forbidden(ctx context.Context, v viewer, subjects []s
 
 // hidesLastActive returns the subjects whose lastActiveAt viewer may not see.
 func (p *visibilityPolicy) hidesLastActive(ctx context.Context, viewer string, subjects []string) ([]string, error) {
+	_, hidden, err := p.restrictions(ctx, viewer, subjects)
+	return hidden, err
+}
+
+// restrictions reads the settings of subjects once and returns those whose
+// status, and those whose lastActiveAt, viewer may not see by their
+// choice (a user always sees themself).
+func (p *visibilityPolicy) restrictions(ctx context.Context, viewer string, subjects []string) (noStatus, noLastActive []string, err error) {
 	var rest []string
 	for _, s := range subjects {
 		if s != viewer {
 			rest = append(rest, s)
 		}
 	}
-	return p.restricted(ctx, viewer, rest, func(vis visibility) string { return vis.LastActive })
-}
-
-// restricted returns the subjects whose setting (picked) keeps viewer out.
-func (p *visibilityPolicy) restricted(ctx context.Context, viewer string, subjects []string, pick func(visibility) string) ([]string, error) {
-	if len(subjects) == 0 {
-		return nil, nil
+	if len(rest) == 0 {
+		return nil, nil, nil
 	}
-	vis, err := p.settings.visibilities(ctx, subjects)
+	vis, err := p.settings.visibilities(ctx, rest)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out, ask []string
-	for i, s := range subjects {
-		switch pick(vis[i]) {
-		case VisibleNobody:
-			out = append(out, s)
-		case VisibleContacts:
+	var ask, listing []string
+	for i, s := range rest {
+		if vis[i].Status == VisibleContacts || vis[i].LastActive == VisibleContacts {
 			ask = append(ask, s)
 		}
 	}
-	if len(ask) == 0 {
-		return out, nil
-	}
-	listing, err := p.listed.ListedBy(ctx, viewer, ask)
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range ask {
-		if !slices.Contains(listing, s) {
-			out = append(out, s)
+	if len(ask) > 0 {
+		if listing, err = p.listed.ListedBy(ctx, viewer, ask); err != nil {
+			return nil, nil, err
 		}
 	}
-	return out, nil
+	keepsOut := func(setting, s string) bool {
+		return setting == VisibleNobody || setting == VisibleContacts && !slices.Contains(listing, s)
+	}
+	for i, s := range rest {
+		if keepsOut(vis[i].Status, s) {
+			noStatus = append(noStatus, s)
+		}
+		if keepsOut(vis[i].LastActive, s) {
+			noLastActive = append(noLastActive, s)
+		}
+	}
+	return noStatus, noLastActive, nil
 }
 
 // setVisibility changes who may see user (empty: unchanged) and, when that
