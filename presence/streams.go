@@ -62,12 +62,25 @@ func newConsumer(m *Module, label, group string, stream func(int) string) *consu
 	return c
 }
 
-// ensureGroups creates the group on every shard's stream.
+// ensureGroups creates the group on every shard's stream, waiting for
+// Redis as long as ctx lasts: a process started before its Redis answers
+// (a restart of both, compose bringing them up together) serves once it
+// does, and reports not ready meanwhile, instead of exiting. It fails only
+// when ctx ended first.
 func (c *consumer) ensureGroups(ctx context.Context) error {
-	if err := c.group.Create(ctx, c.names...); err != nil {
-		return fmt.Errorf("presence: %w", err)
+	wait := 100 * time.Millisecond
+	for {
+		err := c.group.Create(ctx, c.names...)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("presence: %w", err)
+		}
+		c.mod.log.Warn("presence: create stream groups; retrying", "stream", c.label, "in", wait, "err", err)
+		sleep(ctx, wait)
+		wait = min(2*wait, 5*time.Second)
 	}
-	return nil
 }
 
 // byShard files entries read by stream under their shard.
