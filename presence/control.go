@@ -3,6 +3,7 @@ package presence
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -37,11 +38,20 @@ func (m *Module) tellSelf(ctx context.Context, user, skip string, own *Status, v
 }
 
 func (m *Module) sendControl(ctx context.Context, msg controlMsg) error {
-	b, err := json.Marshal(msg)
+	out, err := m.controlOut(msg)
 	if err != nil {
 		return err
 	}
-	return m.hub.Publish(ctx, m.keys.shard(m.keys.shardOf(msg.U)).control, b)
+	return m.hub.Publish(ctx, out.Topic, out.Payload)
+}
+
+// controlOut is msg addressed to the control channel of its user's shard.
+func (m *Module) controlOut(msg controlMsg) (hub.Outgoing, error) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return hub.Outgoing{}, fmt.Errorf("presence: control message: %w", err)
+	}
+	return hub.Outgoing{Topic: m.keys.shard(m.keys.shardOf(msg.U)).control, Payload: b}, nil
 }
 
 // fireNotifications tells each watcher that subject came online; the
@@ -230,10 +240,26 @@ func (m *Module) recheckFollowers(user string) {
 		m.log.Warn("presence: recheck followers", "err", err)
 		return
 	}
-	for _, f := range followers {
-		if err := m.sendControl(ctx, controlMsg{T: "contacts", U: f}); err != nil {
+	// In batches, each one round trip: a user with thousands of followers
+	// used to wait a round trip per follower before their change answered.
+	for len(followers) > 0 {
+		n := min(len(followers), controlBatch)
+		msgs := make([]hub.Outgoing, 0, n)
+		for _, f := range followers[:n] {
+			out, err := m.controlOut(controlMsg{T: "contacts", U: f})
+			if err != nil {
+				m.log.Error("presence: recheck followers", "err", err)
+				return
+			}
+			msgs = append(msgs, out)
+		}
+		if err := m.hub.PublishMany(ctx, msgs); err != nil {
 			m.log.Warn("presence: recheck followers", "err", err)
 			return
 		}
+		followers = followers[n:]
 	}
 }
+
+// controlBatch bounds the control messages sent in one round trip.
+const controlBatch = 1000

@@ -237,3 +237,33 @@ func TestOpenSubscribingIsOneScript(t *testing.T) {
 	require.NotContains(t, change.Removed, "subject-3")
 	require.Equal(t, 2, change.Sessions)
 }
+
+// A user with thousands of followers who changes who may see them has
+// every follower's gateway told in a round trip per thousand followers,
+// not one each.
+func TestRecheckingThousandsOfFollowersTakesARoundTripPerThousand(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	m := newTestModule(t, rdb, testenv.Prefix(t), nil)
+	ctx := context.Background()
+	followers := subjects(2500)
+	members := make([]any, len(followers))
+	for i, f := range followers {
+		members[i] = f
+	}
+	require.NoError(t, rdb.SAdd(ctx, m.keys.user("star").followers, members...).Err())
+
+	rt := &testenv.RedisTrips{}
+	rdb.AddHook(rt)
+	rt.Start()
+	m.recheckFollowers("star")
+	trips, names := rt.Count()
+	require.Equal(t, 4, trips, "the followers' read, then three batches: %v", names[:min(len(names), 5)])
+	published := 0
+	for _, n := range names {
+		if n == "publish" {
+			published++
+		}
+	}
+	require.Equal(t, len(followers), published, "one control message per follower")
+}

@@ -116,6 +116,43 @@ func (h *Hub) Publish(ctx context.Context, topic string, payload []byte) error {
 	return nil
 }
 
+// Outgoing is a payload to publish to a topic.
+type Outgoing struct {
+	Topic   string
+	Payload []byte
+}
+
+// PublishMany sends each payload to its topic in one round trip (one per
+// node on a cluster) instead of one each: a message to each of thousands
+// of users' control channels leaves at once. Every message is sent; the
+// first error is returned.
+func (h *Hub) PublishMany(ctx context.Context, msgs []Outgoing) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	cmds, err := h.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, m := range msgs {
+			if h.cluster != nil {
+				p.SPublish(ctx, m.Topic, m.Payload)
+			} else {
+				p.Publish(ctx, m.Topic, m.Payload)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		for _, c := range cmds {
+			if err = c.Err(); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("hub: publish %d messages: %w", len(msgs), err)
+	}
+	return nil
+}
+
 // PublishCommand is the command a Lua script must publish to the hub's
 // topics with: SPUBLISH on a cluster, where the hub listens with sharded
 // pub/sub, PUBLISH otherwise. Scripts that change state and announce it in

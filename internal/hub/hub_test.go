@@ -259,3 +259,39 @@ func BenchmarkBroadcast10k(b *testing.B) {
 		}
 	}
 }
+
+// PublishMany reaches the subscribers of every topic, in several slots on
+// a cluster, in one round trip per node.
+func TestPublishManyReachesEveryTopic(t *testing.T) {
+	t.Parallel()
+	for name, rdb := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := setup(t, rdb())
+			ctx := testenv.Context(t)
+			var msgs []Outgoing
+			var subs []*counter
+			for i := range 40 {
+				topic := b.topic(strconv.Itoa(i))
+				c := &counter{}
+				require.NoError(t, b.hub.Subscribe(ctx, topic, c))
+				subs = append(subs, c)
+				msgs = append(msgs, Outgoing{Topic: topic, Payload: []byte("x")}, Outgoing{Topic: topic, Payload: []byte("y")})
+			}
+			rt := &testenv.RedisTrips{}
+			b.rdb.AddHook(rt)
+			rt.Start()
+			require.NoError(t, b.hub.PublishMany(rt.Mark(ctx), msgs))
+			trips, names := rt.Count()
+			require.Equal(t, 1, trips, "round trips: %v", names)
+			require.Len(t, names, len(msgs))
+			testenv.Eventually(t, 5*time.Second, func() bool {
+				for _, c := range subs {
+					if c.n.Load() != 2 {
+						return false
+					}
+				}
+				return true
+			}, "both messages of each topic reach its subscriber")
+		})
+	}
+}
