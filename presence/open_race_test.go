@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/presenced/presenced/config"
 )
 
 // pauseAfterOpen holds the first session open of one user right after its
@@ -58,6 +60,20 @@ func (p *pauseAfterOpen) maybePause(cmds []redis.Cmder) {
 	}
 }
 
+// pauseOpenOf holds the first session open of user on s, right after its
+// script answered, until the pause is released.
+func pauseOpenOf(t *testing.T, s *server, cfg config.Config, user string) *pauseAfterOpen {
+	t.Helper()
+	rdb, err := s.app.Redis(context.Background())
+	require.NoError(t, err)
+	pause := &pauseAfterOpen{
+		sessionsKey: cfg.Redis.Prefix + "{presence:" + user + "}:sessions",
+		opened:      make(chan struct{}), release: make(chan struct{}),
+	}
+	rdb.AddHook(pause)
+	return pause
+}
+
 // A subscription change made on another gateway after a connection's open
 // read the user's subscriptions, but announced before the connection was
 // attached to its user (so no one here was told), is still followed by it.
@@ -69,13 +85,7 @@ func TestSubscriptionChangedElsewhereWhileAConnectionOpensIsFollowed(t *testing.
 	phone := connect(t, s2, "alice")
 	phone.subscribe("bob")
 
-	rdb, err := s1.app.Redis(context.Background())
-	require.NoError(t, err)
-	pause := &pauseAfterOpen{
-		sessionsKey: cfg.Redis.Prefix + "{presence:alice}:sessions",
-		opened:      make(chan struct{}), release: make(chan struct{}),
-	}
-	rdb.AddHook(pause)
+	pause := pauseOpenOf(t, s1, cfg, "alice")
 
 	var tab *wsClient
 	dialed := make(chan struct{})
@@ -112,13 +122,7 @@ func TestStatusHiddenWhileAFollowerConnectsIsNotShown(t *testing.T) {
 	s := startServer(t, cfg)
 	bob := connect(t, s, "hrbob")
 
-	rdb, err := s.app.Redis(context.Background())
-	require.NoError(t, err)
-	pause := &pauseAfterOpen{
-		sessionsKey: cfg.Redis.Prefix + "{presence:hralice}:sessions",
-		opened:      make(chan struct{}), release: make(chan struct{}),
-	}
-	rdb.AddHook(pause)
+	pause := pauseOpenOf(t, s, cfg, "hralice")
 
 	var alice *wsClient
 	dialed := make(chan struct{})
