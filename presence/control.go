@@ -151,7 +151,7 @@ func (g *gateway) resyncSubscriptions(lu *localUser) {
 		g.mod.log.Warn("presence: resync subscriptions", "err", err)
 		return
 	}
-	added, hidden, err := g.f.setFollowing(ctx, lu, ids)
+	added, hidden, err := g.f.setFollowing(ctx, lu, ids, nil)
 	if err != nil {
 		g.mod.log.Warn("presence: resync subscriptions", "err", err)
 	}
@@ -196,7 +196,7 @@ func (g *gateway) revalidateLocked(ctx context.Context, lu *localUser, rooms []s
 		g.mod.log.Warn("presence: revalidate subscriptions", "err", err)
 		return
 	}
-	if changed, _ := g.f.checkVisibility(ctx, lu, ids); len(changed) > 0 {
+	if changed, _ := g.f.checkVisibility(ctx, lu, ids, nil); len(changed) > 0 {
 		// Shown or withdrawn: the followers get the status as they may
 		// now see it (a status replaces the one held, lastActiveAt and all).
 		changed = slices.DeleteFunc(changed, func(id string) bool { return slices.Contains(forbidden, id) })
@@ -235,6 +235,11 @@ func (g *gateway) withdraw(ctx context.Context, lu *localUser, ids []string) {
 func (m *Module) recheckFollowers(user string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Counted before the followers are read: a connection whose follow
+	// is not among them yet sees the count move and reads again.
+	if err := m.st.bumpVisibilityEpoch(ctx); err != nil {
+		m.log.Warn("presence: recheck followers", "err", err)
+	}
 	followers, err := m.st.followers(ctx, user)
 	if err != nil {
 		m.log.Warn("presence: recheck followers", "err", err)

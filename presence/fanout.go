@@ -362,7 +362,7 @@ func (f *fanout) user(id string) *localUser {
 // setFollowing makes lu follow exactly ids here, and returns the subjects
 // added and the ids to withdraw, as follow does. The caller holds
 // lu.changeMu.
-func (f *fanout) setFollowing(ctx context.Context, lu *localUser, ids []string) (added []*subject, hidden []string, err error) {
+func (f *fanout) setFollowing(ctx context.Context, lu *localUser, ids []string, pre *visibilityRead) (added []*subject, hidden []string, err error) {
 	want := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		want[id] = true
@@ -376,7 +376,7 @@ func (f *fanout) setFollowing(ctx context.Context, lu *localUser, ids []string) 
 	}
 	lu.mu.Unlock()
 	f.unfollow(lu, drop)
-	return f.follow(ctx, lu, ids)
+	return f.follow(ctx, lu, ids, pre)
 }
 
 // follow adds ids to what lu follows here, subscribing upstream once per
@@ -385,11 +385,12 @@ func (f *fanout) setFollowing(ctx context.Context, lu *localUser, ids []string) 
 // returns the ids whose status lu may not see, for the caller to withdraw:
 // the check before (at the upgrade, or the request's) may predate a change
 // of theirs that, made before the follower sets named lu, found no one to
-// tell. The caller holds lu.changeMu.
-func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) (added []*subject, hidden []string, err error) {
+// tell. pre, if not nil, is what the connect's check read, used when no
+// visibility changed since. The caller holds lu.changeMu.
+func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string, pre *visibilityRead) (added []*subject, hidden []string, err error) {
 	added, err = f.followSubjects(ctx, lu, ids)
 	if len(added) > 0 {
-		_, hidden = f.checkVisibility(ctx, lu, ids)
+		_, hidden = f.checkVisibility(ctx, lu, ids, pre)
 	}
 	return added, hidden, err
 }
@@ -398,16 +399,29 @@ func (f *fanout) follow(ctx context.Context, lu *localUser, ids []string) (added
 // and returns the ids whose record changed and those whose status lu may
 // not see. Unsure (the check failed), it hides every lastActiveAt and
 // withdraws no status, which the check before the follow allowed.
-func (f *fanout) checkVisibility(ctx context.Context, lu *localUser, ids []string) (changed, noStatus []string) {
+func (f *fanout) checkVisibility(ctx context.Context, lu *localUser, ids []string, pre *visibilityRead) (changed, noStatus []string) {
 	if f.restrictions == nil {
 		return nil, nil
 	}
-	noStatus, noLastActive, err := f.restrictions(ctx, lu.id, ids)
+	noStatus, noLastActive, err := f.restrictionsSince(ctx, lu.id, ids, pre)
 	if err != nil {
 		f.log.Warn("presence: check visibility", "err", err)
 		noStatus, noLastActive = nil, ids
 	}
 	return lu.setHidesLastActive(ids, noLastActive), noStatus
+}
+
+// restrictionsSince is restrictions, answered from pre when it read every
+// one of ids and the visibility epoch has not moved since: then nothing
+// that decides what viewer may see of them changed, and the connect's
+// check, which let viewer see them all, still holds.
+func (f *fanout) restrictionsSince(ctx context.Context, viewer string, ids []string, pre *visibilityRead) (noStatus, noLastActive []string, err error) {
+	if pre != nil && !slices.ContainsFunc(ids, func(id string) bool { return !slices.Contains(pre.ids, id) }) {
+		if epoch, err := f.st.visibilityEpoch(ctx); err == nil && epoch == pre.epoch {
+			return nil, pre.noLastActive, nil
+		}
+	}
+	return f.restrictions(ctx, viewer, ids)
 }
 
 func (f *fanout) followSubjects(ctx context.Context, lu *localUser, ids []string) ([]*subject, error) {

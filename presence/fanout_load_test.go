@@ -81,7 +81,7 @@ func followTogether(t *testing.T, failFirstRead bool) (reads int, errs []error, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, errs[i] = m.f.follow(ctx, lus[i], []string{"bob"})
+			_, _, errs[i] = m.f.follow(ctx, lus[i], []string{"bob"}, nil)
 		}()
 	}
 	// Every follower joined the subject while its first read is held;

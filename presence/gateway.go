@@ -243,8 +243,9 @@ func (c *client) dispatch(msg []byte) {
 }
 
 // open registers the session, its deadline and rooms, attaches the
-// connection to its user here and sends the initial snapshot.
-func (c *client) open(subscribe []string) bool {
+// connection to its user here and sends the initial snapshot. pre is what
+// the upgrade's check read of subscribe (nil: nothing kept).
+func (c *client) open(subscribe []string, pre *visibilityRead) bool {
 	g := c.g
 	// Not derived from the connection's context: a child would leave a
 	// children map behind in every connection's context.
@@ -297,7 +298,7 @@ func (c *client) open(subscribe []string) bool {
 		}
 		if err == nil {
 			var hidden []string
-			_, hidden, err = g.f.setFollowing(ctx, c.lu, ids)
+			_, hidden, err = g.f.setFollowing(ctx, c.lu, ids, pre)
 			g.withdraw(ctx, c.lu, hidden)
 		}
 		if err != nil {
@@ -306,7 +307,7 @@ func (c *client) open(subscribe []string) bool {
 			c.lu.hydrated = true
 		}
 		c.announce(ctx, change)
-	} else if err := c.applyChange(ctx, change); err != nil {
+	} else if err := c.applyChange(ctx, change, pre); err != nil {
 		g.mod.log.Warn("presence: follow the subscriptions named at connect", "err", err)
 	}
 	if len(leftRooms) > 0 {

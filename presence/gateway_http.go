@@ -31,7 +31,7 @@ func (g *gateway) handle(c echo.Context) error {
 	if !validUserID(claims.Subject) {
 		return wire.Errorf(http.StatusUnauthorized, "unauthorized", "the token's subject is not a usable user id")
 	}
-	subscribe, err := g.subscriptionsNamed(c, viewer{User: claims.Subject, Rooms: claims.Rooms})
+	subscribe, pre, err := g.subscriptionsNamed(c, viewer{User: claims.Subject, Rooms: claims.Rooms})
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (g *gateway) handle(c echo.Context) error {
 		// The set made as the session opens is a subscription change.
 		cl.subChanges.allow(time.Now().UnixNano())
 	}
-	if !cl.open(subscribe) {
+	if !cl.open(subscribe, pre) {
 		g.wg.Done()
 		return nil
 	}
@@ -78,33 +78,40 @@ func (g *gateway) handle(c echo.Context) error {
 // subscriptionsNamed reads the subscriptions a connection names as it
 // connects (?subscribe=, once per user): checked as a subscriptions:set
 // is, and refused before the upgrade, so a connection that opens follows
-// them. nil when none are named: the session keeps the user's set.
-func (g *gateway) subscriptionsNamed(c echo.Context, v viewer) ([]string, error) {
+// them. nil when none are named: the session keeps the user's set. It
+// also returns what the check read, for the follow (nil: nothing kept).
+func (g *gateway) subscriptionsNamed(c echo.Context, v viewer) ([]string, *visibilityRead, error) {
 	named, ok, err := wire.QueryValues(c.Request().URL.RawQuery, "subscribe")
 	if err != nil {
-		return nil, wire.BadRequest("subscribe: %v", err)
+		return nil, nil, wire.BadRequest("subscribe: %v", err)
 	}
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if len(named) > g.cfg.MaxSubscriptions {
-		return nil, wire.Errorf(http.StatusBadRequest, wire.CodeLimitExceeded, "at most %d subscriptions per user", g.cfg.MaxSubscriptions)
+		return nil, nil, wire.Errorf(http.StatusBadRequest, wire.CodeLimitExceeded, "at most %d subscriptions per user", g.cfg.MaxSubscriptions)
 	}
 	ids, bad, ok := cleanIDs(named)
 	if !ok {
-		return nil, wire.BadRequest("subscribe: %q is not a valid user id", truncate(bad, 40))
+		return nil, nil, wire.BadRequest("subscribe: %q is not a valid user id", truncate(bad, 40))
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), opTimeout)
 	defer cancel()
-	forbidden, err := g.mod.policy.Forbidden(ctx, v, ids)
+	var forbidden []string
+	var pre *visibilityRead
+	if vp, ok := g.mod.policy.(*visibilityPolicy); ok {
+		forbidden, pre, err = vp.checkConnect(ctx, v, ids)
+	} else {
+		forbidden, err = g.mod.policy.Forbidden(ctx, v, ids)
+	}
 	if err != nil {
 		g.mod.log.Warn("presence: check subscriptions named at connect", "err", err)
-		return nil, wire.Unavailable(time.Second, "presence is unavailable; reconnect later")
+		return nil, nil, wire.Unavailable(time.Second, "presence is unavailable; reconnect later")
 	}
 	if len(forbidden) > 0 {
 		e := wire.Errorf(http.StatusForbidden, wire.CodeForbidden, "not visible to you: not a contact and no shared room")
 		e.Details = map[string]any{"users": forbidden}
-		return nil, e
+		return nil, nil, e
 	}
-	return ids, nil
+	return ids, pre, nil
 }

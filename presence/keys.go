@@ -97,6 +97,13 @@ type gatewayKeys struct {
 	reaped  string // ZSET gateway id -> ms: reaped lately, for its late renewal
 }
 
+// visibilityEpoch counts the changes of who may see whom (visibility
+// settings, contact lists, rooms): one key, read twice by each connect
+// naming subscriptions and written once per change.
+func (k keys) visibilityEpoch() string {
+	return k.ks.Entity("presence-visibility", "all").Key("epoch")
+}
+
 func (k keys) gateways() gatewayKeys {
 	e := k.ks.Entity("presence-gw", "all")
 	return gatewayKeys{leases: e.Key("leases"), reaping: e.Key("reaping"), reaped: e.Key("reaped")}

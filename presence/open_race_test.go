@@ -3,10 +3,13 @@ package presence_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,4 +170,70 @@ func TestStatusHiddenWhileAFollowerConnectsIsNotShown(t *testing.T) {
 	require.Equal(t, "forbidden", withdrawn.Code)
 	require.Equal(t, []string{"hrbob"}, withdrawn.Users)
 	require.NotContains(t, members(t, cfg, "hralice", "subs"), "hrbob", "alice still follows bob")
+}
+
+// privacyReads counts the commands that read a user's privacy hash.
+type privacyReads struct{ n atomic.Int64 }
+
+func (p *privacyReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (p *privacyReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		p.count([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (p *privacyReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.count(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func (p *privacyReads) count(cmds []redis.Cmder) {
+	for _, c := range cmds {
+		if args := c.Args(); c.Name() == "hmget" && len(args) > 1 {
+			if k, ok := args[1].(string); ok && strings.HasSuffix(k, "}:privacy") {
+				p.n.Add(1)
+			}
+		}
+	}
+}
+
+// A connect naming 20 subscriptions reads their settings once when no
+// visibility changed while it opened: the follow's check reuses the
+// upgrade's, hidden lastActiveAt included.
+func TestAConnectReadsItsSubscriptionsSettingsOnce(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	s := startServer(t, cfg)
+	subjects := make([]string, 20)
+	for i := range subjects {
+		subjects[i] = fmt.Sprintf("rosub%d", i)
+	}
+	shy := connect(t, s, subjects[0])
+	shy.setPrivacy(map[string]any{"lastActiveAt": "nobody"})
+	open := connect(t, s, subjects[1])
+	_ = open
+
+	rdb, err := s.app.Redis(context.Background())
+	require.NoError(t, err)
+	reads := &privacyReads{}
+	rdb.AddHook(reads)
+	alice := dialWSAt(t, wsURL(s.base)+subscribeQuery(subjects...), http.Header{"Authorization": {"Bearer " + token(t, "roalice")}})
+	alice.user = "roalice"
+	var u updated
+	require.NoError(t, json.Unmarshal(alice.next("presence:updated").Payload, &u))
+	require.True(t, u.Resync)
+	require.EqualValues(t, len(subjects), reads.n.Load(), "reads of the subscriptions' settings")
+
+	seen := map[string]statusJSON{}
+	for _, st := range u.Users {
+		seen[st.User] = st
+	}
+	require.Equal(t, "online", seen[subjects[0]].Status)
+	require.Zero(t, seen[subjects[0]].LastActiveAt, "shown a lastActiveAt its user hides")
+	require.Equal(t, "online", seen[subjects[1]].Status)
+	require.NotZero(t, seen[subjects[1]].LastActiveAt)
 }

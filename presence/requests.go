@@ -286,7 +286,7 @@ func (c *client) onSubscriptions(ctx context.Context, env wire.Envelope, op subO
 		c.failed(err, env.ID)
 		return
 	}
-	if err := c.applyChange(ctx, change); err != nil {
+	if err := c.applyChange(ctx, change, nil); err != nil {
 		c.failed(err, env.ID)
 		return
 	}
@@ -312,13 +312,14 @@ func (c *client) announce(ctx context.Context, change subChange) {
 
 // applyChange follows a committed change of the user's subscriptions here
 // and announces it elsewhere; the user's other connections here get the
-// statuses of the users added. The caller holds lu.changeMu.
-func (c *client) applyChange(ctx context.Context, change subChange) error {
+// statuses of the users added; pre is as follow takes it. The caller
+// holds lu.changeMu.
+func (c *client) applyChange(ctx context.Context, change subChange, pre *visibilityRead) error {
 	c.announce(ctx, change)
 	lu := c.lu
 	// Unfollowing also clears what the user's connections were sent of them.
 	c.g.f.unfollow(lu, change.Removed)
-	_, hidden, err := c.g.f.follow(ctx, lu, change.Added)
+	_, hidden, err := c.g.f.follow(ctx, lu, change.Added, pre)
 	c.g.withdraw(ctx, lu, hidden)
 	if err != nil {
 		// Committed but not followed here yet: the next connection of the

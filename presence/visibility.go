@@ -2,6 +2,7 @@ package presence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -50,6 +51,36 @@ func (s *stateStore) visibilities(ctx context.Context, users []string) ([]visibi
 		}
 	}
 	return out, nil
+}
+
+// visibilityEpoch reads the count of visibility changes (0 before the
+// first), through the batcher.
+func (s *stateStore) visibilityEpoch(ctx context.Context) (int64, error) {
+	var cmd *redis.StringCmd
+	err := s.batch.pipeline(ctx, func(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
+		cmd = p.Get(ctx, s.keys.visibilityEpoch())
+		return []redis.Cmder{cmd}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("presence: read visibility epoch: %w", err)
+	}
+	n, err := cmd.Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("presence: read visibility epoch: %w", err)
+	}
+	return n, nil
+}
+
+// bumpVisibilityEpoch counts a change of who may see whom, once it is
+// written and before its followers are read (recheckFollowers).
+func (s *stateStore) bumpVisibilityEpoch(ctx context.Context) error {
+	if err := s.rdb.Incr(ctx, s.keys.visibilityEpoch()).Err(); err != nil {
+		return fmt.Errorf("presence: count a visibility change: %w", err)
+	}
+	return nil
 }
 
 // setVisibility changes the settings given (non-empty) and returns both as
@@ -103,14 +134,22 @@ type visibilityPolicy struct {
 	base     policy
 	settings interface {
 		visibilities(ctx context.Context, users []string) ([]visibility, error)
+		visibilityEpoch(ctx context.Context) (int64, error)
 	}
 	listed listedBy
 }
 
 func (p *visibilityPolicy) Forbidden(ctx context.Context, v viewer, subjects []string) ([]string, error) {
-	forbidden, err := p.base.Forbidden(ctx, v, subjects)
+	forbidden, _, err := p.forbidden(ctx, v, subjects)
+	return forbidden, err
+}
+
+// forbidden is Forbidden, with the subjects whose lastActiveAt the viewer
+// may not see (among those it may see).
+func (p *visibilityPolicy) forbidden(ctx context.Context, v viewer, subjects []string) (forbidden, noLastActive []string, err error) {
+	forbidden, err = p.base.Forbidden(ctx, v, subjects)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var rest []string
 	for _, s := range subjects {
@@ -118,11 +157,38 @@ func (p *visibilityPolicy) Forbidden(ctx context.Context, v viewer, subjects []s
 			rest = append(rest, s)
 		}
 	}
-	hidden, _, err := p.restrictions(ctx, v.User, rest)
+	hidden, noLastActive, err := p.restrictions(ctx, v.User, rest)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return append(forbidden, hidden...), nil
+	return append(forbidden, hidden...), noLastActive, nil
+}
+
+// visibilityRead is what a connect's check read of the settings of the
+// subscriptions it names, and when: the connection's follow, which must
+// check them again once the follower sets name it (see follow), reuses it
+// when no visibility changed in between.
+type visibilityRead struct {
+	epoch        int64
+	ids          []string
+	noLastActive []string
+}
+
+// checkConnect is Forbidden for the subscriptions a connect names, and
+// keeps what it read. The epoch is read first: a change counted after it
+// makes the follow read again; one counted before it was written before
+// the settings were read here.
+func (p *visibilityPolicy) checkConnect(ctx context.Context, v viewer, subjects []string) ([]string, *visibilityRead, error) {
+	epoch, err := p.settings.visibilityEpoch(ctx)
+	if err != nil {
+		forbidden, err := p.Forbidden(ctx, v, subjects)
+		return forbidden, nil, err
+	}
+	forbidden, noLastActive, err := p.forbidden(ctx, v, subjects)
+	if err != nil {
+		return nil, nil, err
+	}
+	return forbidden, &visibilityRead{epoch: epoch, ids: subjects, noLastActive: noLastActive}, nil
 }
 
 // hidesLastActive returns the subjects whose lastActiveAt viewer may not see.
