@@ -97,13 +97,7 @@ func (g *gateway) subscriptionsNamed(c echo.Context, v viewer) ([]string, *visib
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), opTimeout)
 	defer cancel()
-	var forbidden []string
-	var pre *visibilityRead
-	if vp, ok := g.mod.policy.(*visibilityPolicy); ok {
-		forbidden, pre, err = vp.checkConnect(ctx, v, ids)
-	} else {
-		forbidden, err = g.mod.policy.Forbidden(ctx, v, ids)
-	}
+	forbidden, pre, err := g.checkFollows(ctx, v, ids)
 	if err != nil {
 		g.mod.log.Warn("presence: check subscriptions named at connect", "err", err)
 		return nil, nil, wire.Unavailable(time.Second, "presence is unavailable; reconnect later")
@@ -114,4 +108,15 @@ func (g *gateway) subscriptionsNamed(c echo.Context, v viewer) ([]string, *visib
 		return nil, nil, e
 	}
 	return ids, pre, nil
+}
+
+// checkFollows is the policy's Forbidden for subjects v is about to follow,
+// with what the check read of their settings, for the follow's own check
+// (nil: nothing kept).
+func (g *gateway) checkFollows(ctx context.Context, v viewer, subjects []string) ([]string, *visibilityRead, error) {
+	if vp, ok := g.mod.policy.(*visibilityPolicy); ok {
+		return vp.checkFollows(ctx, v, subjects)
+	}
+	forbidden, err := g.mod.policy.Forbidden(ctx, v, subjects)
+	return forbidden, nil, err
 }

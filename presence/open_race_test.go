@@ -203,7 +203,7 @@ func (p *privacyReads) count(cmds []redis.Cmder) {
 
 // A connect naming 20 subscriptions reads their settings once when no
 // visibility changed while it opened: the follow's check reuses the
-// upgrade's, hidden lastActiveAt included.
+// upgrade's, hidden lastActiveAt included. So does a subscriptions:add.
 func TestAConnectReadsItsSubscriptionsSettingsOnce(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
@@ -236,4 +236,10 @@ func TestAConnectReadsItsSubscriptionsSettingsOnce(t *testing.T) {
 	require.Zero(t, seen[subjects[0]].LastActiveAt, "shown a lastActiveAt its user hides")
 	require.Equal(t, "online", seen[subjects[1]].Status)
 	require.NotZero(t, seen[subjects[1]].LastActiveAt)
+
+	// So does a request adding subscriptions.
+	more := []string{"romore0", "romore1", "romore2", "romore3", "romore4"}
+	reads.n.Store(0)
+	alice.subscribe(more...)
+	require.EqualValues(t, len(more), reads.n.Load(), "reads of the added subscriptions' settings")
 }

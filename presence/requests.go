@@ -261,8 +261,11 @@ func (c *client) onSubscriptions(ctx context.Context, env wire.Envelope, op subO
 		c.sendError(wire.CodeBadPayload, fmt.Sprintf("%s: %q is not a valid user id", env.Event, truncate(bad, 40)), env.ID, nil)
 		return
 	}
+	var pre *visibilityRead
 	if op != subRemove {
-		forbidden, err := g.mod.policy.Forbidden(ctx, viewer{User: c.user, Rooms: c.rooms}, ids)
+		var forbidden []string
+		var err error
+		forbidden, pre, err = g.checkFollows(ctx, viewer{User: c.user, Rooms: c.rooms}, ids)
 		if err != nil {
 			c.failed(err, env.ID)
 			return
@@ -286,7 +289,7 @@ func (c *client) onSubscriptions(ctx context.Context, env wire.Envelope, op subO
 		c.failed(err, env.ID)
 		return
 	}
-	if err := c.applyChange(ctx, change, nil); err != nil {
+	if err := c.applyChange(ctx, change, pre); err != nil {
 		c.failed(err, env.ID)
 		return
 	}

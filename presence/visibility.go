@@ -164,21 +164,21 @@ func (p *visibilityPolicy) forbidden(ctx context.Context, v viewer, subjects []s
 	return append(forbidden, hidden...), noLastActive, nil
 }
 
-// visibilityRead is what a connect's check read of the settings of the
-// subscriptions it names, and when: the connection's follow, which must
-// check them again once the follower sets name it (see follow), reuses it
-// when no visibility changed in between.
+// visibilityRead is what the check of a connect's or a request's new
+// subscriptions read of their settings, and when: the follow, which must
+// check them again once the follower sets name the viewer (see follow),
+// reuses it when no visibility changed in between.
 type visibilityRead struct {
 	epoch        int64
 	ids          []string
 	noLastActive []string
 }
 
-// checkConnect is Forbidden for the subscriptions a connect names, and
-// keeps what it read. The epoch is read first: a change counted after it
-// makes the follow read again; one counted before it was written before
-// the settings were read here.
-func (p *visibilityPolicy) checkConnect(ctx context.Context, v viewer, subjects []string) ([]string, *visibilityRead, error) {
+// checkFollows is Forbidden for subscriptions about to be made, and keeps
+// what it read. The epoch is read first: a change counted after it makes
+// the follow read again; one counted before it was written before the
+// settings were read here.
+func (p *visibilityPolicy) checkFollows(ctx context.Context, v viewer, subjects []string) ([]string, *visibilityRead, error) {
 	epoch, err := p.settings.visibilityEpoch(ctx)
 	if err != nil {
 		forbidden, err := p.Forbidden(ctx, v, subjects)
