@@ -416,7 +416,7 @@ func (f *fanout) checkVisibility(ctx context.Context, lu *localUser, ids []strin
 // that decides what viewer may see of them changed, and the connect's
 // check, which let viewer see them all, still holds.
 func (f *fanout) restrictionsSince(ctx context.Context, viewer string, ids []string, pre *visibilityRead) (noStatus, noLastActive []string, err error) {
-	if pre != nil && !slices.ContainsFunc(ids, func(id string) bool { return !slices.Contains(pre.ids, id) }) {
+	if pre != nil && pre.covers(ids) {
 		if epoch, err := f.st.visibilityEpoch(ctx); err == nil && epoch == pre.epoch {
 			return nil, pre.noLastActive, nil
 		}

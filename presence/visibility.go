@@ -174,6 +174,21 @@ type visibilityRead struct {
 	noLastActive []string
 }
 
+// covers reports whether r read the settings of every one of ids: by a
+// set, since a connect may name a thousand.
+func (r *visibilityRead) covers(ids []string) bool {
+	read := make(map[string]struct{}, len(r.ids))
+	for _, id := range r.ids {
+		read[id] = struct{}{}
+	}
+	for _, id := range ids {
+		if _, ok := read[id]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // checkFollows is Forbidden for subscriptions about to be made, and keeps
 // what it read. The epoch is read first: a change counted after it makes
 // the follow read again; one counted before it was written before the

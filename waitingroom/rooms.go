@@ -62,7 +62,8 @@ type room struct {
 	quit    chan struct{}
 }
 
-// sweepStep is how often a room reads one slot of its sockets' places.
+// sweepStep is the time between two slots' turns: a large room reads one
+// slot per step, a smaller one several at a time (sweepClock).
 const sweepStep = 50 * time.Millisecond
 
 // sweepSlots is how many slots one position interval is read in: one per
